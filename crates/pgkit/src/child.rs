@@ -1,0 +1,207 @@
+//! The started COMMAND: signal it or its group, learn of its stops and its
+//! exit, and reap it.
+//!
+//! A `Child` stays unreaped until [`Child::reap`] is called, and refuses to
+//! signal after that: while the leader is unreaped (alive or a zombie) its PID
+//! and its process group's ID cannot be given to another process, so neither
+//! `kill(pid)` nor `kill(-pgid)` can ever hit a stranger. Exits are learnt
+//! with `waitid(WNOWAIT)`, which reads the status and leaves the zombie.
+
+use crate::signal::Signal;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Exited(i32),
+    Signaled(Signal),
+}
+
+impl Status {
+    /// The status as a shell reports it in `$?`: N, or 128+S.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            Status::Exited(n) => n,
+            Status::Signaled(s) => 128 + s.raw(),
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Exited(n) => write!(f, "exited with {n}"),
+            Status::Signaled(s) => write!(f, "killed by {s}"),
+        }
+    }
+}
+
+/// Who a signal is sent to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// COMMAND alone.
+    Child,
+    /// COMMAND's whole process group (its pgid is its pid).
+    Group,
+}
+
+/// A job-control change of COMMAND.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Job {
+    Stopped(Signal),
+    Continued,
+}
+
+/// COMMAND, started by `spawn` as the leader of a new group or session.
+pub struct Child {
+    pid: i32,
+    pidfd: Option<OwnedFd>,
+    exit: Option<Status>,
+    reaped: bool,
+}
+
+/// One `waitid` result: the pid, `si_code` and `si_status`.
+pub(crate) struct WaitInfo {
+    pub pid: i32,
+    pub code: i32,
+    pub status: i32,
+}
+
+/// `waitid(idtype, id, flags | WNOHANG)`: `None` when nothing is ready.
+pub(crate) fn waitid(idtype: libc::idtype_t, id: libc::id_t, flags: i32) -> io::Result<Option<WaitInfo>> {
+    loop {
+        // SAFETY: siginfo_t is plain old data and waitid fills it in.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid, writable siginfo_t.
+        let r = unsafe { libc::waitid(idtype, id, &mut info, flags | libc::WNOHANG) };
+        if r < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        // SAFETY: after a successful waitid the child fields are initialised
+        // (si_pid is 0 when WNOHANG found nothing).
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        return Ok(Some(WaitInfo { pid, code: info.si_code, status }));
+    }
+}
+
+/// Decode an exit from `waitid`.
+pub(crate) fn exit_status(info: &WaitInfo) -> Status {
+    match info.code {
+        libc::CLD_EXITED => Status::Exited(info.status),
+        _ => match Signal::from_raw(info.status) {
+            Some(s) => Status::Signaled(s),
+            None => Status::Exited(128 + info.status),
+        },
+    }
+}
+
+impl Child {
+    pub(crate) fn new(pid: i32, pidfd: Option<OwnedFd>) -> Child {
+        Child { pid, pidfd, exit: None, reaped: false }
+    }
+
+    /// COMMAND's pid, which is also its process group's id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The pidfd, readable once COMMAND has exited (absent on kernels
+    /// without `pidfd_open`; SIGCHLD then does its job).
+    pub fn pidfd(&self) -> Option<BorrowedFd<'_>> {
+        self.pidfd.as_ref().map(|fd| fd.as_fd())
+    }
+
+    /// How COMMAND ended, once it has.
+    pub fn exit_status(&self) -> Option<Status> {
+        self.exit
+    }
+
+    /// Whether COMMAND has been reaped (then nothing is signalled any more).
+    pub fn is_reaped(&self) -> bool {
+        self.reaped
+    }
+
+    /// `pidfd_send_signal(2)` for `Target::Child`, `kill(-pgid)` for
+    /// `Target::Group`; refused with ESRCH once COMMAND is reaped, because its
+    /// pid or group id could then belong to someone else.
+    pub fn signal(&self, target: Target, sig: Signal) -> io::Result<()> {
+        if self.reaped {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        let r = match (target, &self.pidfd) {
+            (Target::Child, Some(fd)) => {
+                // SAFETY: pidfd_send_signal with a valid pidfd, a valid signal
+                // number, a null siginfo (as kill(2) would send) and no flags.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd.as_raw_fd(),
+                        sig.raw(),
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    ) as i32
+                }
+            }
+            // SAFETY: kill with our own unreaped child's pid.
+            (Target::Child, None) => unsafe { libc::kill(self.pid, sig.raw()) },
+            // SAFETY: the group's leader is our unreaped child, so the id is
+            // still that group's.
+            (Target::Group, _) => unsafe { libc::kill(-self.pid, sig.raw()) },
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Whether any process of COMMAND's group is left (zombies count until
+    /// reaped). Only meaningful while COMMAND is unreaped.
+    pub fn group_exists(&self) -> bool {
+        // SAFETY: signal 0 only checks; the id is pinned by our unreaped leader.
+        !self.reaped && unsafe { libc::kill(-self.pid, 0) } == 0
+    }
+
+    /// Has COMMAND exited? Reads the status without reaping
+    /// (`waitid(WEXITED | WNOWAIT)`), so the pid stays pinned.
+    pub fn poll_exit(&mut self) -> Option<Status> {
+        if self.exit.is_none() && !self.reaped {
+            let flags = libc::WEXITED | libc::WNOWAIT;
+            if let Ok(Some(info)) = waitid(libc::P_PID, self.pid as libc::id_t, flags) {
+                self.exit = Some(exit_status(&info));
+            }
+        }
+        self.exit
+    }
+
+    /// A stop or continue of COMMAND since the last call, if any.
+    pub fn poll_job(&mut self) -> Option<Job> {
+        if self.exit.is_some() || self.reaped {
+            return None;
+        }
+        let flags = libc::WSTOPPED | libc::WCONTINUED;
+        match waitid(libc::P_PID, self.pid as libc::id_t, flags) {
+            Ok(Some(info)) if info.code == libc::CLD_CONTINUED => Some(Job::Continued),
+            Ok(Some(info)) => Signal::from_raw(info.status).map(Job::Stopped),
+            _ => None,
+        }
+    }
+
+    /// Reap COMMAND once it has exited; from now on nothing is signalled.
+    pub fn reap(&mut self) -> Option<Status> {
+        let status = self.poll_exit()?;
+        if !self.reaped {
+            let _ = waitid(libc::P_PID, self.pid as libc::id_t, libc::WEXITED);
+            self.reaped = true;
+            self.pidfd = None;
+        }
+        Some(status)
+    }
+}

@@ -1,0 +1,110 @@
+//! Argument helpers shared by the three parsers (`lexopt`, POSIX style:
+//! options stop at the first argument that is not one, and the rest is
+//! COMMAND, byte for byte).
+
+use crate::duration::{Timeout, DURATION_HINT};
+use crate::error::Error;
+use crate::signal::{SigSet, Signal, SIGNAL_HINT};
+use std::ffi::OsString;
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Parsed<T> {
+    /// Run COMMAND with this configuration.
+    Run(T),
+    /// `-h`/`--help`: print this text on stdout, exit 0.
+    Help(&'static str),
+    /// `-V`/`--version`.
+    Version,
+}
+
+/// The version every tool prints: one, from the workspace's Cargo.toml.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Act on `Parsed::Help`/`Version`/errors; hand back the configuration.
+pub fn run_or_exit<T>(parsed: Result<Parsed<T>, Error>) -> T {
+    match parsed {
+        Ok(Parsed::Run(config)) => config,
+        Ok(Parsed::Help(text)) => {
+            print_stdout(text);
+            crate::exit::exit_code(0)
+        }
+        Ok(Parsed::Version) => {
+            print_stdout(&format!("{} {}\n", crate::log::tool(), VERSION));
+            crate::exit::exit_code(0)
+        }
+        Err(e) => e.exit(),
+    }
+}
+
+fn print_stdout(text: &str) {
+    use std::io::Write;
+    // A closed or broken stdout is not worth a panic for --help.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// The name of the option being parsed, as the user wrote it (for messages).
+pub fn opt_name(arg: &lexopt::Arg<'_>) -> String {
+    match arg {
+        lexopt::Arg::Short(c) => format!("-{c}"),
+        lexopt::Arg::Long(l) => format!("--{l}"),
+        lexopt::Arg::Value(v) => v.to_string_lossy().into_owned(),
+    }
+}
+
+/// Turn a lexopt error into the tool's one line.
+pub fn lexopt_error(e: lexopt::Error) -> Error {
+    Error::usage(format!("{e} (see '{} --help')", crate::log::tool()))
+}
+
+/// The option's value as UTF-8 text.
+pub fn text(parser: &mut lexopt::Parser, opt: &str) -> Result<String, Error> {
+    let value = parser.value().map_err(lexopt_error)?;
+    value.into_string().map_err(|v| {
+        Error::usage(format!("invalid value '{}' for {opt}: not UTF-8", v.to_string_lossy()))
+    })
+}
+
+/// One signal.
+pub fn signal(parser: &mut lexopt::Parser, opt: &str) -> Result<Signal, Error> {
+    let value = text(parser, opt)?;
+    Signal::parse(&value).map_err(|e| Error::usage(format!("{e} for {opt} ({SIGNAL_HINT})")))
+}
+
+/// A comma-separated list of signals.
+pub fn signals(parser: &mut lexopt::Parser, opt: &str) -> Result<SigSet, Error> {
+    let value = text(parser, opt)?;
+    Signal::parse_list(&value)
+        .map_err(|e| Error::usage(format!("{e} for {opt} ({SIGNAL_HINT}; lists: TERM,INT)")))
+}
+
+/// A signal, or `none`.
+pub fn signal_or_none(parser: &mut lexopt::Parser, opt: &str) -> Result<Option<Signal>, Error> {
+    let value = text(parser, opt)?;
+    if value.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    Signal::parse(&value)
+        .map(Some)
+        .map_err(|e| Error::usage(format!("{e} for {opt} ({SIGNAL_HINT}, or none)")))
+}
+
+/// A duration.
+pub fn duration(parser: &mut lexopt::Parser, opt: &str) -> Result<Timeout, Error> {
+    let value = text(parser, opt)?;
+    Timeout::parse(&value).map_err(|e| Error::usage(format!("{e} for {opt} ({DURATION_HINT})")))
+}
+
+/// COMMAND: `first` (the first non-option argument) and everything after it,
+/// untouched.
+pub fn command(first: OsString, parser: &mut lexopt::Parser) -> Result<Vec<OsString>, Error> {
+    let mut argv = vec![first];
+    argv.extend(parser.raw_args().map_err(lexopt_error)?);
+    Ok(argv)
+}
+
+/// The error for a command line without COMMAND.
+pub fn missing_command() -> Error {
+    let tool = crate::log::tool();
+    Error::usage(format!("missing COMMAND (usage: {tool} [OPTION]... [--] COMMAND [ARG]...)"))
+}

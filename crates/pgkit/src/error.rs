@@ -1,0 +1,57 @@
+//! One-line errors that carry the tool's exit status.
+//!
+//! Before COMMAND is started every failure is an `Error`: the tool prints
+//! `TOOL: what is wrong, and the fix` on one line and exits with `code`
+//! (125 for its own failures, 126 and 127 for COMMAND's). After COMMAND is
+//! started, the tools log and carry on instead: a wrapper that dies orphans
+//! its child.
+
+use std::fmt;
+use std::io;
+
+/// The tool itself failed: bad usage, or a system call before COMMAND ran.
+pub const TOOL_FAILED: i32 = 125;
+/// COMMAND was found but could not be executed.
+pub const CANNOT_EXEC: i32 = 126;
+/// COMMAND was not found.
+pub const NOT_FOUND: i32 = 127;
+
+/// A failure with the exit status it ends the tool with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub code: i32,
+    pub msg: String,
+}
+
+impl Error {
+    /// Bad usage or an internal failure: exit status 125.
+    pub fn usage(msg: impl Into<String>) -> Error {
+        Error { code: TOOL_FAILED, msg: msg.into() }
+    }
+
+    /// A system call failed before COMMAND was started: `unable to WHAT: ERRNO`.
+    pub fn sys(what: &str, err: io::Error) -> Error {
+        Error::usage(format!("unable to {what}: {}", describe(&err)))
+    }
+
+    /// Print the one line on stderr and exit with `code`.
+    pub fn exit(&self) -> ! {
+        crate::log::error(&self.msg);
+        crate::exit::exit_code(self.code)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+/// An OS error as a short phrase, without Rust's "(os error N)" suffix.
+pub fn describe(err: &io::Error) -> String {
+    let text = err.to_string();
+    match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}

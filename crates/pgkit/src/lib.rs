@@ -1,0 +1,49 @@
+//! The engine shared by `pgwrap`, `graceful` and `reap`.
+//!
+//! Each module owns one kernel concept; the tools only glue them together.
+//!
+//! | module      | owns                                                              |
+//! |-------------|-------------------------------------------------------------------|
+//! | `signal`    | signal names and numbers, signal sets                             |
+//! | `duration`  | `10`, `1.5s`, `250ms`, `2m`, `inf`                                |
+//! | `startup`   | the signal state the tool was started with, and its restoration   |
+//! | `sigfd`     | the one source of signals: a `signalfd` over the blocked set      |
+//! | `spawn`     | starting COMMAND in a new group or session                        |
+//! | `child`     | the started COMMAND: signal it, watch it, reap it                 |
+//! | `reap`      | reaping adopted children (subreaper and PID 1)                    |
+//! | `poll`      | the one blocking call, with an optional deadline                  |
+//! | `tty`       | handing the controlling terminal over and back                    |
+//! | `exit`      | the one exit path: an exit code, or the child's signal re-raised  |
+//! | `log`       | `-v` lines, one `write(2)` each                                   |
+//! | `error`     | one-line errors with their exit status (125, 126, 127)            |
+//! | `cli`       | argument helpers shared by the three parsers                      |
+//!
+//! Rules every module keeps:
+//! - one thread; the process sleeps in exactly one blocking call (`poll::wait`);
+//! - every signal the tool handles is blocked from before `main` and read from a
+//!   `signalfd`, so none is lost before COMMAND exists and realtime signals keep
+//!   their queue (one read per signal sent);
+//! - a process or group is signalled only while the leader is known unreaped;
+//! - no file descriptor of the tool's own reaches COMMAND (all are close-on-exec).
+//!
+//! This crate is the only place of the suite with `unsafe`; each block says why
+//! it is sound in a `// SAFETY:` line.
+
+pub mod child;
+pub mod cli;
+pub mod duration;
+pub mod error;
+pub mod exit;
+pub mod log;
+pub mod poll;
+pub mod reap;
+pub mod sigfd;
+pub mod signal;
+pub mod spawn;
+pub mod startup;
+pub mod tty;
+
+pub use child::{Child, Status, Target};
+pub use duration::Timeout;
+pub use error::Error;
+pub use signal::{SigSet, Signal};

@@ -1,0 +1,41 @@
+//! The one blocking call: `ppoll` on the tool's descriptors until one is
+//! readable or the deadline passes.
+//!
+//! No timeout means no wake-up: with no deadline armed the tool sleeps until
+//! a signal or a child's exit makes a descriptor readable. The timeout is
+//! recomputed from a monotonic deadline on every call, so an early return
+//! never stretches the wait.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Instant;
+
+/// Wait until one of `fds` is readable (returns which, by index) or
+/// `deadline` passes (returns an empty list). `None` for `deadline` waits
+/// without a timeout.
+pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> io::Result<Vec<usize>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+        .collect();
+    let timeout = deadline.map(|d| {
+        let left = d.saturating_duration_since(Instant::now());
+        libc::timespec {
+            tv_sec: left.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: left.subsec_nanos() as libc::c_long,
+        }
+    });
+    let tp = timeout.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `pfds` is a valid array of `pfds.len()` entries; `tp` is null
+    // or points at a timespec that outlives the call; a null sigmask leaves
+    // the (fully blocked) mask as it is.
+    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tp, std::ptr::null()) };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() == io::ErrorKind::Interrupted {
+            return Ok(Vec::new());
+        }
+        return Err(err);
+    }
+    Ok(pfds.iter().enumerate().filter(|(_, p)| p.revents != 0).map(|(i, _)| i).collect())
+}

@@ -1,0 +1,73 @@
+//! The tool's one source of signals: a `signalfd` over the blocked set.
+//!
+//! Why not handlers and a self-pipe: a pipe collapses repeats, while the
+//! `signalfd` returns one record per queued realtime signal (so each one sent
+//! to the tool is passed on), and each record names the sender, which `-v`
+//! prints and `reap` uses to tell who asked it to stop.
+
+use crate::signal::{SigSet, Signal};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// A signal as it was received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    pub signal: Signal,
+    /// The sender's pid (0 for the kernel, e.g. a terminal's Ctrl-C).
+    pub from: i32,
+    /// `si_code`: `SI_USER` for kill(2), `SI_QUEUE`, `SI_KERNEL`, ...
+    pub code: i32,
+}
+
+/// A non-blocking, close-on-exec `signalfd` for a set of blocked signals.
+pub struct SignalFd {
+    fd: OwnedFd,
+}
+
+impl SignalFd {
+    /// Open a `signalfd` for `set`. The signals must already be blocked
+    /// (`startup` blocks them before `main`).
+    pub fn open(set: SigSet) -> io::Result<SignalFd> {
+        let raw = set.to_sigset();
+        // SAFETY: `raw` is a valid sigset_t; -1 asks for a new descriptor.
+        let fd = unsafe { libc::signalfd(-1, &raw, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: signalfd returned a new descriptor that nothing else owns.
+        Ok(SignalFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// Every signal pending now, in arrival order per signal; empty if none.
+    /// Drain first, then act: acting first could miss a signal that arrives
+    /// in between and is not seen until the next wake-up.
+    pub fn drain(&self) -> Vec<Received> {
+        let mut out = Vec::new();
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        loop {
+            // SAFETY: signalfd_siginfo is plain old data; all zeroes is valid.
+            let mut buf: [libc::signalfd_siginfo; 16] = unsafe { std::mem::zeroed() };
+            // SAFETY: `buf` is writable for its whole size.
+            let n = unsafe {
+                libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), size * buf.len())
+            };
+            if n <= 0 {
+                if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return out;
+            }
+            for info in &buf[..n as usize / size] {
+                if let Some(signal) = Signal::from_raw(info.ssi_signo as i32) {
+                    out.push(Received { signal, from: info.ssi_pid as i32, code: info.ssi_code });
+                }
+            }
+        }
+    }
+}
+
+impl AsFd for SignalFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

@@ -1,0 +1,400 @@
+//! Signal numbers: parsing (`TERM`, `SIGTERM`, `term`, `15`, `RTMIN+3`),
+//! printing (`TERM`, `RTMIN+3`: never with `SIG`), and sets of signals.
+//!
+//! Realtime signals are computed at run time from `SIGRTMIN()`/`SIGRTMAX()`:
+//! the C library reserves the first few (32 and 33 with glibc), so numbers are
+//! never hard-coded.
+
+use std::fmt;
+
+/// A valid signal number: 1..=SIGRTMAX, excluding the ones the C library
+/// reserves for itself.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct Signal(i32);
+
+/// Names in canonical order: where two names share a number, the first is
+/// the one printed.
+const NAMES: &[(&str, i32)] = &[
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("ILL", libc::SIGILL),
+    ("TRAP", libc::SIGTRAP),
+    ("ABRT", libc::SIGABRT),
+    ("IOT", libc::SIGIOT),
+    ("BUS", libc::SIGBUS),
+    ("FPE", libc::SIGFPE),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("SEGV", libc::SIGSEGV),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("STKFLT", libc::SIGSTKFLT),
+    ("CHLD", libc::SIGCHLD),
+    ("CLD", libc::SIGCHLD),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("TSTP", libc::SIGTSTP),
+    ("TTIN", libc::SIGTTIN),
+    ("TTOU", libc::SIGTTOU),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+    ("IO", libc::SIGIO),
+    ("POLL", libc::SIGPOLL),
+    ("PWR", libc::SIGPWR),
+    ("SYS", libc::SIGSYS),
+];
+
+/// The first realtime signal the C library leaves to programs.
+pub fn rtmin() -> i32 {
+    libc::SIGRTMIN()
+}
+
+/// The last realtime signal.
+pub fn rtmax() -> i32 {
+    libc::SIGRTMAX()
+}
+
+/// The hint appended to every "invalid signal" message.
+pub const SIGNAL_HINT: &str = "try TERM, SIGTERM, term, 15 or RTMIN+3";
+
+impl Signal {
+    pub const HUP: Signal = Signal(libc::SIGHUP);
+    pub const INT: Signal = Signal(libc::SIGINT);
+    pub const QUIT: Signal = Signal(libc::SIGQUIT);
+    pub const KILL: Signal = Signal(libc::SIGKILL);
+    pub const USR1: Signal = Signal(libc::SIGUSR1);
+    pub const USR2: Signal = Signal(libc::SIGUSR2);
+    pub const PIPE: Signal = Signal(libc::SIGPIPE);
+    pub const TERM: Signal = Signal(libc::SIGTERM);
+    pub const CHLD: Signal = Signal(libc::SIGCHLD);
+    pub const CONT: Signal = Signal(libc::SIGCONT);
+    pub const STOP: Signal = Signal(libc::SIGSTOP);
+    pub const TSTP: Signal = Signal(libc::SIGTSTP);
+    pub const TTIN: Signal = Signal(libc::SIGTTIN);
+    pub const TTOU: Signal = Signal(libc::SIGTTOU);
+    pub const WINCH: Signal = Signal(libc::SIGWINCH);
+
+    /// A signal from its number, if the number names one.
+    pub fn from_raw(n: i32) -> Option<Signal> {
+        let valid = (1..libc::SIGSYS + 1).contains(&n) || (rtmin()..=rtmax()).contains(&n);
+        valid.then_some(Signal(n))
+    }
+
+    /// Every valid signal, in number order.
+    pub fn all() -> impl Iterator<Item = Signal> {
+        (1..=rtmax()).filter_map(Signal::from_raw)
+    }
+
+    /// The signal number.
+    pub fn raw(self) -> i32 {
+        self.0
+    }
+
+    /// Parse `TERM`, `SIGTERM`, `term`, `sigterm`, `15`, `RTMIN`, `RTMIN+3`,
+    /// `RTMAX-1`. The error is the message's middle: the caller names the
+    /// option (`invalid signal 'X' for --forward (try ...)`).
+    pub fn parse(text: &str) -> Result<Signal, String> {
+        let bad = || format!("invalid signal '{text}'");
+        if text.is_empty() {
+            return Err("empty signal name".into());
+        }
+        if text.bytes().all(|b| b.is_ascii_digit()) {
+            let n: i32 = text.parse().map_err(|_| bad())?;
+            return match Signal::from_raw(n) {
+                Some(s) => Ok(s),
+                None if n == 0 => Err("signal 0 is not a signal".into()),
+                None if n > libc::SIGSYS && n < rtmin() => {
+                    Err(format!("signal {n} is reserved by the C library"))
+                }
+                None => Err(format!("signal {n} is out of range 1..{}", rtmax())),
+            };
+        }
+        let upper = text.to_ascii_uppercase();
+        let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+        if let Some(&(_, n)) = NAMES.iter().find(|(nm, _)| *nm == name) {
+            return Ok(Signal(n));
+        }
+        let (base, rest) = if let Some(r) = name.strip_prefix("RTMIN") {
+            (rtmin(), r)
+        } else if let Some(r) = name.strip_prefix("RTMAX") {
+            (rtmax(), r)
+        } else {
+            return Err(bad());
+        };
+        let n = match rest.as_bytes().first() {
+            None => base,
+            Some(b'+') if base == rtmin() => base + small_offset(&rest[1..]).ok_or_else(bad)?,
+            Some(b'-') if base == rtmax() => base - small_offset(&rest[1..]).ok_or_else(bad)?,
+            _ => return Err(bad()),
+        };
+        if (rtmin()..=rtmax()).contains(&n) {
+            Ok(Signal(n))
+        } else {
+            Err(format!("{} is out of range (RTMIN+0 .. RTMIN+{})", text, rtmax() - rtmin()))
+        }
+    }
+
+    /// Parse a comma-separated list: `TERM,INT,HUP`.
+    pub fn parse_list(text: &str) -> Result<SigSet, String> {
+        if text.is_empty() {
+            return Err("empty signal list".into());
+        }
+        let mut set = SigSet::EMPTY;
+        for item in text.split(',') {
+            set.insert(Signal::parse(item)?);
+        }
+        Ok(set)
+    }
+
+    /// The default action of this signal terminates the process (with or
+    /// without a core dump).
+    pub fn terminates_by_default(self) -> bool {
+        !matches!(
+            self.0,
+            libc::SIGCHLD
+                | libc::SIGCONT
+                | libc::SIGSTOP
+                | libc::SIGTSTP
+                | libc::SIGTTIN
+                | libc::SIGTTOU
+                | libc::SIGURG
+                | libc::SIGWINCH
+        )
+    }
+
+    /// A signal the kernel sends on a fault of the process itself.
+    pub fn is_fault(self) -> bool {
+        matches!(
+            self.0,
+            libc::SIGSEGV
+                | libc::SIGBUS
+                | libc::SIGILL
+                | libc::SIGFPE
+                | libc::SIGTRAP
+                | libc::SIGSYS
+                | libc::SIGABRT
+        )
+    }
+
+    /// KILL and STOP: they cannot be caught, blocked or ignored.
+    pub fn is_uncatchable(self) -> bool {
+        self.0 == libc::SIGKILL || self.0 == libc::SIGSTOP
+    }
+}
+
+/// `1..=8` digits, so `RTMIN+99999999999` is an error, not an overflow.
+fn small_offset(digits: &str) -> Option<i32> {
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+impl fmt::Display for Signal {
+    /// `TERM`, `RTMIN+3`, `RTMAX-1`: without `SIG`, as the contract prints them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some((name, _)) = NAMES.iter().find(|(_, n)| *n == self.0) {
+            return f.write_str(name);
+        }
+        let (lo, hi) = (rtmin(), rtmax());
+        match self.0 {
+            n if n == lo => f.write_str("RTMIN"),
+            n if n == hi => f.write_str("RTMAX"),
+            n if n - lo <= (hi - lo) / 2 => write!(f, "RTMIN+{}", n - lo),
+            n => write!(f, "RTMAX-{}", hi - n),
+        }
+    }
+}
+
+/// A set of signals (bit `n - 1` for signal `n`).
+#[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
+pub struct SigSet(u64);
+
+impl SigSet {
+    pub const EMPTY: SigSet = SigSet(0);
+
+    /// The set of the given signals.
+    pub fn of(sigs: &[Signal]) -> SigSet {
+        let mut set = SigSet::EMPTY;
+        for &s in sigs {
+            set.insert(s);
+        }
+        set
+    }
+
+    pub fn insert(&mut self, s: Signal) {
+        self.0 |= 1 << (s.0 - 1);
+    }
+
+    pub fn remove(&mut self, s: Signal) {
+        self.0 &= !(1 << (s.0 - 1));
+    }
+
+    pub fn contains(self, s: Signal) -> bool {
+        self.0 & (1 << (s.0 - 1)) != 0
+    }
+
+    pub fn union(self, other: SigSet) -> SigSet {
+        SigSet(self.0 | other.0)
+    }
+
+    pub fn minus(self, other: SigSet) -> SigSet {
+        SigSet(self.0 & !other.0)
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Signal> {
+        Signal::all().filter(move |s| self.contains(*s))
+    }
+
+    /// From the kernel-style mask (bit `n - 1` for signal `n`).
+    pub fn from_bits(bits: u64) -> SigSet {
+        SigSet(bits)
+    }
+
+    /// The kernel-style mask, as `/proc/PID/status` prints `SigBlk`.
+    pub fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// Every signal a tool may block and read from its `signalfd`: all but
+    /// KILL and STOP (which cannot be blocked) and the fault signals (which
+    /// must keep killing the tool if it crashes), and the stop signals TSTP
+    /// and TTIN (whose default action, stopping the tool, is what a shell
+    /// expects of a job).
+    pub fn blockable() -> SigSet {
+        let mut set = SigSet::EMPTY;
+        for s in Signal::all() {
+            if !(s.is_uncatchable() || s.is_fault() || s == Signal::TSTP || s == Signal::TTIN) {
+                set.insert(s);
+            }
+        }
+        set
+    }
+
+    /// As a C `sigset_t`.
+    pub fn to_sigset(self) -> libc::sigset_t {
+        // SAFETY: sigemptyset initialises the whole set before it is read;
+        // sigaddset only gets valid signal numbers.
+        unsafe {
+            let mut raw: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut raw);
+            for s in self.iter() {
+                libc::sigaddset(&mut raw, s.0);
+            }
+            raw
+        }
+    }
+
+    /// From a C `sigset_t`.
+    pub fn from_sigset(raw: &libc::sigset_t) -> SigSet {
+        let mut set = SigSet::EMPTY;
+        for s in Signal::all() {
+            // SAFETY: `raw` is an initialised set and `s` a valid signal.
+            if unsafe { libc::sigismember(raw, s.0) } == 1 {
+                set.insert(s);
+            }
+        }
+        set
+    }
+}
+
+impl fmt::Display for SigSet {
+    /// `TERM,INT,HUP` in number order; `none` when empty.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, s) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{s}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_numbers_and_cases() {
+        for text in ["TERM", "SIGTERM", "term", "sigterm", "SigTerm", "15"] {
+            assert_eq!(Signal::parse(text), Ok(Signal::TERM), "{text}");
+        }
+        assert_eq!(Signal::parse("IOT"), Signal::parse("ABRT"));
+        assert_eq!(Signal::parse("CLD"), Ok(Signal::CHLD));
+        assert_eq!(Signal::parse("9"), Ok(Signal::KILL));
+    }
+
+    #[test]
+    fn realtime_computed_at_run_time() {
+        assert_eq!(Signal::parse("RTMIN").unwrap().raw(), rtmin());
+        assert_eq!(Signal::parse("rtmin+3").unwrap().raw(), rtmin() + 3);
+        assert_eq!(Signal::parse("SIGRTMAX-1").unwrap().raw(), rtmax() - 1);
+        assert_eq!(Signal::parse("RTMAX").unwrap().raw(), rtmax());
+        assert_eq!(Signal::parse(&rtmax().to_string()).unwrap().raw(), rtmax());
+        let span = rtmax() - rtmin();
+        assert!(Signal::parse(&format!("RTMIN+{}", span + 1)).is_err());
+        assert!(Signal::parse("RTMIN-1").is_err());
+        assert!(Signal::parse("RTMAX+1").is_err());
+        assert!(Signal::parse("RTMIN+").is_err());
+        assert!(Signal::parse("RTMIN+x").is_err());
+        assert!(Signal::parse("RTMIN+99999999999999").is_err());
+    }
+
+    #[test]
+    fn rejects() {
+        for text in ["", "0", "65", "SIGFOO", "FOO", "-15", "+15", " TERM", "TERM ", "SIG", "32"] {
+            assert!(Signal::parse(text).is_err(), "{text:?} should be rejected");
+        }
+        assert_eq!(Signal::parse("0"), Err("signal 0 is not a signal".into()));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in Signal::all() {
+            let shown = s.to_string();
+            assert!(!shown.starts_with("SIG"), "{shown}");
+            assert_eq!(Signal::parse(&shown), Ok(s), "{shown}");
+        }
+        assert_eq!(Signal::TERM.to_string(), "TERM");
+        assert_eq!(Signal::from_raw(rtmin() + 3).unwrap().to_string(), "RTMIN+3");
+        assert_eq!(Signal::from_raw(rtmax() - 1).unwrap().to_string(), "RTMAX-1");
+    }
+
+    #[test]
+    fn lists() {
+        let set = Signal::parse_list("TERM,int,1").unwrap();
+        assert_eq!(set, SigSet::of(&[Signal::TERM, Signal::INT, Signal::HUP]));
+        assert_eq!(set.to_string(), "HUP,INT,TERM");
+        assert!(Signal::parse_list("").is_err());
+        assert!(Signal::parse_list("TERM,").is_err());
+        assert!(Signal::parse_list(",TERM").is_err());
+        assert!(Signal::parse_list("TERM,,INT").is_err());
+    }
+
+    #[test]
+    fn sets() {
+        let b = SigSet::blockable();
+        assert!(b.contains(Signal::TERM) && b.contains(Signal::CHLD) && b.contains(Signal::TTOU));
+        assert!(!b.contains(Signal::KILL) && !b.contains(Signal::STOP) && !b.contains(Signal::TSTP));
+        assert!(!b.contains(Signal::parse("SEGV").unwrap()));
+        assert!(b.contains(Signal::parse("RTMAX").unwrap()));
+        let raw = b.to_sigset();
+        assert_eq!(SigSet::from_sigset(&raw), b);
+        assert_eq!(SigSet::of(&[Signal::HUP]).bits(), 1);
+    }
+}

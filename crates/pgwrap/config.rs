@@ -1,0 +1,274 @@
+//! pgwrap's command line: lexopt loop -> validated `Config`.
+
+use lexopt::Arg::{Long, Short, Value};
+use pgkit::cli::{self, Parsed};
+use pgkit::{Error, SigSet, Signal, Target};
+use std::ffi::OsString;
+
+pub const HELP: &str = "\
+Usage: pgwrap [OPTION]... [--] COMMAND [ARG]...
+Run COMMAND in a new process group and pass on only the chosen signals.
+Every other signal that would end pgwrap is dropped.
+
+  -f, --forward LIST       signals passed on (default HUP,INT,QUIT,TERM,USR1,USR2,WINCH);
+                           the list replaces the default
+  -i, --ignore LIST        remove these signals from the forward set
+  -m, --map FROM:TO        pass FROM on as TO (repeatable)
+      --to group|child     send to COMMAND's whole group (default) or COMMAND alone
+      --setsid             new session instead of a new process group
+      --foreground         give COMMAND the terminal (default: when stdin is a
+                           terminal and pgwrap is in its foreground group)
+      --no-foreground      never give COMMAND the terminal
+      --pdeathsig SIG|none signal COMMAND gets if pgwrap dies (default KILL)
+  -v, --verbose            one line on stderr per decision
+  -h, --help               show this help and exit
+  -V, --version            show the version and exit
+
+Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
+Exit status: COMMAND's; killed by a signal => pgwrap dies of it too;
+125 pgwrap failed, 126 COMMAND not executable, 127 COMMAND not found.
+See pgwrap(1).
+";
+
+/// Whether COMMAND gets the terminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreground {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug)]
+pub struct Config {
+    /// Signals passed on unchanged.
+    pub forward: SigSet,
+    /// Signals passed on as another signal.
+    pub map: Vec<(Signal, Signal)>,
+    pub to: Target,
+    pub setsid: bool,
+    pub foreground: Foreground,
+    pub pdeathsig: Option<Signal>,
+    pub verbose: bool,
+    pub command: Vec<OsString>,
+}
+
+impl Config {
+    /// What COMMAND gets when pgwrap receives `sig`, if anything.
+    pub fn route(&self, sig: Signal) -> Option<Signal> {
+        if let Some(&(_, to)) = self.map.iter().find(|(from, _)| *from == sig) {
+            return Some(to);
+        }
+        self.forward.contains(sig).then_some(sig)
+    }
+
+    /// Every signal pgwrap must catch on top of the ones it drops.
+    pub fn caught(&self) -> SigSet {
+        self.map.iter().fold(self.forward, |mut set, &(from, _)| {
+            set.insert(from);
+            set
+        })
+    }
+}
+
+pub fn default_forward() -> SigSet {
+    SigSet::of(&[
+        Signal::HUP,
+        Signal::INT,
+        Signal::QUIT,
+        Signal::TERM,
+        Signal::USR1,
+        Signal::USR2,
+        Signal::WINCH,
+    ])
+}
+
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut forward = None;
+    let mut ignore = SigSet::EMPTY;
+    let mut map = Vec::new();
+    let mut to = Target::Group;
+    let mut setsid = false;
+    let mut foreground = Foreground::Auto;
+    let mut pdeathsig = Some(Signal::KILL);
+    let mut verbose = false;
+    let mut command = None;
+    while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
+        let opt = cli::opt_name(&arg);
+        match arg {
+            Short('f') | Long("forward") => forward = Some(cli::signals(&mut parser, &opt)?),
+            Short('i') | Long("ignore") => ignore = ignore.union(cli::signals(&mut parser, &opt)?),
+            Short('m') | Long("map") => map.push(parse_map(&cli::text(&mut parser, &opt)?, &opt)?),
+            Long("to") => {
+                to = match cli::text(&mut parser, &opt)?.as_str() {
+                    "group" => Target::Group,
+                    "child" => Target::Child,
+                    other => {
+                        return Err(Error::usage(format!(
+                            "invalid value '{other}' for --to (use group or child)"
+                        )))
+                    }
+                }
+            }
+            Long("setsid") => setsid = true,
+            Long("foreground") => foreground = Foreground::On,
+            Long("no-foreground") => foreground = Foreground::Off,
+            Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
+            Short('v') | Long("verbose") => verbose = true,
+            Short('h') | Long("help") => return Ok(Parsed::Help(HELP)),
+            Short('V') | Long("version") => return Ok(Parsed::Version),
+            Value(first) => {
+                command = Some(cli::command(first, &mut parser)?);
+                break;
+            }
+            _ => return Err(cli::lexopt_error(arg.unexpected())),
+        }
+    }
+    let command = command.ok_or_else(cli::missing_command)?;
+    let forward = forward.unwrap_or_else(default_forward).minus(ignore);
+    for sig in forward.iter() {
+        check_catchable(sig, "--forward")?;
+    }
+    for &(from, _) in &map {
+        check_catchable(from, "--map")?;
+    }
+    if setsid && foreground == Foreground::On {
+        return Err(Error::usage(
+            "--foreground and --setsid exclude each other (a new session has no terminal)",
+        ));
+    }
+    Ok(Parsed::Run(Config { forward, map, to, setsid, foreground, pdeathsig, verbose, command }))
+}
+
+/// `FROM:TO`.
+fn parse_map(text: &str, opt: &str) -> Result<(Signal, Signal), Error> {
+    let hint = pgkit::signal::SIGNAL_HINT;
+    let (from, to) = text.split_once(':').ok_or_else(|| {
+        Error::usage(format!("invalid value '{text}' for {opt}: expected FROM:TO, e.g. QUIT:TERM"))
+    })?;
+    let one = |s: &str| {
+        Signal::parse(s).map_err(|e| Error::usage(format!("{e} in {opt} '{text}' ({hint})")))
+    };
+    Ok((one(from)?, one(to)?))
+}
+
+/// pgwrap can only pass on what it can catch, and it needs CHLD itself.
+fn check_catchable(sig: Signal, opt: &str) -> Result<(), Error> {
+    if sig.is_uncatchable() {
+        return Err(Error::usage(format!(
+            "{sig} cannot be caught, so {opt} cannot pass it on (send it to COMMAND directly)"
+        )));
+    }
+    if sig == Signal::CHLD {
+        return Err(Error::usage(format!(
+            "CHLD cannot be used with {opt}: pgwrap needs it to watch COMMAND"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(line: &str) -> Result<Config, Error> {
+        let args = line.split_whitespace().map(OsString::from);
+        match parse(args)? {
+            Parsed::Run(c) => Ok(c),
+            other => panic!("{line}: expected Run, got {other:?}"),
+        }
+    }
+
+    fn sig(s: &str) -> Signal {
+        Signal::parse(s).unwrap()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = run("sleep 1").unwrap();
+        assert_eq!(c.forward, default_forward());
+        assert_eq!(c.to, Target::Group);
+        assert_eq!(c.foreground, Foreground::Auto);
+        assert_eq!(c.pdeathsig, Some(Signal::KILL));
+        assert!(!c.setsid && !c.verbose && c.map.is_empty());
+        assert_eq!(c.command, ["sleep", "1"]);
+    }
+
+    #[test]
+    fn forward_replaces_and_ignore_removes() {
+        let c = run("--forward TERM,INT -i INT cmd").unwrap();
+        assert_eq!(c.forward, SigSet::of(&[Signal::TERM]));
+        let c = run("-fTERM cmd").unwrap();
+        assert_eq!(c.forward, SigSet::of(&[Signal::TERM]));
+        let c = run("--forward=QUIT cmd").unwrap();
+        assert_eq!(c.forward, SigSet::of(&[Signal::QUIT]));
+        let c = run("--ignore WINCH cmd").unwrap();
+        assert!(!c.forward.contains(Signal::WINCH) && c.forward.contains(Signal::TERM));
+    }
+
+    #[test]
+    fn map_routes() {
+        let c = run("-m QUIT:TERM --map usr1:RTMIN+2 --forward HUP cmd").unwrap();
+        assert_eq!(c.route(Signal::QUIT), Some(Signal::TERM));
+        assert_eq!(c.route(Signal::USR1), Some(sig("RTMIN+2")));
+        assert_eq!(c.route(Signal::HUP), Some(Signal::HUP));
+        assert_eq!(c.route(Signal::INT), None);
+        assert!(c.caught().contains(Signal::QUIT));
+    }
+
+    #[test]
+    fn options_stop_at_command() {
+        let c = run("-v graceful -g 5 sleep 9").unwrap();
+        assert!(c.verbose);
+        assert_eq!(c.command, ["graceful", "-g", "5", "sleep", "9"]);
+        let c = run("-- -v x").unwrap();
+        assert_eq!(c.command, ["-v", "x"]);
+    }
+
+    #[test]
+    fn flags() {
+        let c = run("--to child --setsid --no-foreground --pdeathsig none cmd").unwrap();
+        assert_eq!(c.to, Target::Child);
+        assert!(c.setsid);
+        assert_eq!(c.foreground, Foreground::Off);
+        assert_eq!(c.pdeathsig, None);
+        let c = run("--pdeathsig TERM --foreground cmd").unwrap();
+        assert_eq!(c.pdeathsig, Some(Signal::TERM));
+        assert_eq!(c.foreground, Foreground::On);
+    }
+
+    #[test]
+    fn help_and_version() {
+        let p = |l: &str| parse(l.split_whitespace().map(OsString::from)).unwrap();
+        assert!(matches!(p("-h"), Parsed::Help(_)));
+        assert!(matches!(p("--version cmd"), Parsed::Version));
+    }
+
+    #[test]
+    fn rejects() {
+        for line in [
+            "",
+            "-v",
+            "--bogus cmd",
+            "-x cmd",
+            "--forward",
+            "--forward SIGFOO cmd",
+            "--forward 0 cmd",
+            "--forward 65 cmd",
+            "--forward KILL cmd",
+            "--forward CHLD cmd",
+            "--map QUIT cmd",
+            "--map QUIT:FOO cmd",
+            "--map KILL:TERM cmd",
+            "--to sideways cmd",
+            "--pdeathsig bogus cmd",
+            "--setsid --foreground cmd",
+            "--help=x cmd",
+        ] {
+            let r = parse(line.split_whitespace().map(OsString::from));
+            let e = r.err().unwrap_or_else(|| panic!("{line:?} should fail"));
+            assert_eq!(e.code, 125, "{line:?}");
+            assert!(!e.msg.contains('\n'), "{line:?}: {}", e.msg);
+        }
+    }
+}

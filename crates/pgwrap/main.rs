@@ -1,0 +1,100 @@
+//! pgwrap: run COMMAND in a new process group and pass on only the chosen
+//! signals; every other signal that would end pgwrap is dropped.
+#![forbid(unsafe_code)]
+
+mod config;
+
+use config::{Config, Foreground};
+use pgkit::child::Job;
+use pgkit::sigfd::{Received, SignalFd};
+use pgkit::spawn::{Isolation, Spawn};
+use pgkit::startup::{self, Startup};
+use pgkit::tty::{self, JobControl};
+use pgkit::{cli, exit, log, poll, verbose, Child, Error, SigSet, Signal, Target};
+use std::os::fd::AsFd;
+
+fn main() {
+    let startup = Startup::get();
+    log::set_tool("pgwrap");
+    let config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
+    log::set_verbose(config.verbose);
+
+    let caught = SigSet::blockable().union(config.caught());
+    startup::block(caught);
+    let signals = SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+    let handed_over = !config.setsid
+        && match config.foreground {
+            Foreground::Auto => tty::we_are_foreground(),
+            Foreground::On => tty::is_tty(),
+            Foreground::Off => false,
+        };
+    let isolation = if config.setsid { Isolation::Session } else { Isolation::Group };
+    let mut child = Spawn::new(&config.command)
+        .isolation(isolation)
+        .pdeathsig(config.pdeathsig)
+        .foreground(handed_over)
+        .spawn(&startup)
+        .unwrap_or_else(|e| e.exit());
+    verbose!(
+        "started pid {} in a new {}{}",
+        child.pid(),
+        if config.setsid { "session" } else { "process group" },
+        if handed_over { ", terminal handed over" } else { "" }
+    );
+    let jobs = JobControl { handed_over };
+    let mut stopped = false;
+
+    let status = loop {
+        for received in signals.drain() {
+            pass_on(&config, &child, received, stopped);
+        }
+        if let Some(status) = child.poll_exit() {
+            break status;
+        }
+        match child.poll_job() {
+            Some(Job::Stopped(sig)) => {
+                stopped = true;
+                verbose!("COMMAND stopped by {sig}");
+                jobs.on_stop(&child, sig);
+            }
+            Some(Job::Continued) => stopped = false,
+            None => {}
+        }
+        let mut fds = vec![signals.as_fd()];
+        fds.extend(child.pidfd());
+        if let Err(e) = poll::wait(&fds, None) {
+            pgkit::warn!("poll failed: {e}");
+        }
+    };
+    jobs.release(child.pid());
+    child.reap();
+    verbose!("COMMAND {status}");
+    exit::finish(status)
+}
+
+/// Forward, map or drop one signal received by pgwrap.
+fn pass_on(config: &Config, child: &Child, received: Received, stopped: bool) {
+    let Received { signal, from, .. } = received;
+    if signal == Signal::CHLD {
+        return;
+    }
+    let Some(out) = config.route(signal) else {
+        verbose!("received {signal} from pid {from}: dropped");
+        return;
+    };
+    let to = match config.to {
+        Target::Group => format!("group {}", child.pid()),
+        Target::Child => format!("pid {}", child.pid()),
+    };
+    match child.signal(config.to, out) {
+        Ok(()) if out == signal => verbose!("received {signal} from pid {from}: forwarded to {to}"),
+        Ok(()) => verbose!("received {signal} from pid {from}: passed on as {out} to {to}"),
+        Err(e) => verbose!("received {signal} from pid {from}: cannot send {out} to {to}: {e}"),
+    }
+    // A stopped process acts on nothing but KILL until continued; as
+    // systemd and timeout(1) do, continue it so it can act on a stop request.
+    let stop_request = [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT];
+    if stopped && stop_request.contains(&out) {
+        let _ = child.signal(config.to, Signal::CONT);
+    }
+}
