@@ -115,8 +115,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("no-foreground") => foreground = Foreground::Off,
             Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
             Short('v') | Long("verbose") => verbose = true,
-            Short('h') | Long("help") => return Ok(Parsed::Help(HELP)),
-            Short('V') | Long("version") => return Ok(Parsed::Version),
+            Short('h') | Long("help") => {
+                cli::no_value(&mut parser, &opt)?;
+                return Ok(Parsed::Help(HELP));
+            }
+            Short('V') | Long("version") => {
+                cli::no_value(&mut parser, &opt)?;
+                return Ok(Parsed::Version);
+            }
             Value(first) => {
                 command = Some(cli::command(first, &mut parser)?);
                 break;

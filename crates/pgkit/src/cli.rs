@@ -108,3 +108,16 @@ pub fn missing_command() -> Error {
     let tool = crate::log::tool();
     Error::usage(format!("missing COMMAND (usage: {tool} [OPTION]... [--] COMMAND [ARG]...)"))
 }
+
+/// For `--help`/`--version`, which end parsing at once: refuse `--help=x`
+/// (lexopt would otherwise only notice on the next argument).
+pub fn no_value(parser: &mut lexopt::Parser, opt: &str) -> Result<(), Error> {
+    match parser.optional_value() {
+        Some(v) => Err(Error::usage(format!(
+            "{opt} takes no value, got '{}' (see '{} --help')",
+            v.to_string_lossy(),
+            crate::log::tool()
+        ))),
+        None => Ok(()),
+    }
+}
