@@ -47,3 +47,19 @@ pub fn reap_except(keep: Option<i32>) -> io::Result<Vec<(i32, Status)>> {
     }
     Ok(reaped)
 }
+
+/// `prctl(PR_SET_CHILD_SUBREAPER)`: orphans among our descendants are
+/// re-parented to us (not to init), so we see their exits and can reap them.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether this process is PID 1 of its PID namespace (init: no default
+/// signal actions, and every orphan of the namespace is ours).
+pub fn is_pid1() -> bool {
+    std::process::id() == 1
+}
