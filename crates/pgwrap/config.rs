@@ -143,14 +143,25 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             "--foreground and --setsid exclude each other (a new session has no terminal)",
         ));
     }
-    Ok(Parsed::Run(Config { forward, map, to, setsid, foreground, pdeathsig, verbose, command }))
+    Ok(Parsed::Run(Config {
+        forward,
+        map,
+        to,
+        setsid,
+        foreground,
+        pdeathsig,
+        verbose,
+        command,
+    }))
 }
 
 /// `FROM:TO`.
 fn parse_map(text: &str, opt: &str) -> Result<(Signal, Signal), Error> {
     let hint = pgkit::signal::SIGNAL_HINT;
     let (from, to) = text.split_once(':').ok_or_else(|| {
-        Error::usage(format!("invalid value '{text}' for {opt}: expected FROM:TO, e.g. QUIT:TERM"))
+        Error::usage(format!(
+            "invalid value '{text}' for {opt}: expected FROM:TO, e.g. QUIT:TERM"
+        ))
     })?;
     let one = |s: &str| {
         Signal::parse(s).map_err(|e| Error::usage(format!("{e} in {opt} '{text}' ({hint})")))

@@ -21,14 +21,19 @@ fn main() {
 
     let caught = SigSet::blockable().union(config.caught());
     startup::block(caught);
-    let signals = SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+    let signals =
+        SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
     let handed_over = !config.setsid
         && match config.foreground {
             Foreground::Auto => tty::we_are_foreground(),
             Foreground::On => tty::is_tty(),
             Foreground::Off => false,
         };
-    let isolation = if config.setsid { Isolation::Session } else { Isolation::Group };
+    let isolation = if config.setsid {
+        Isolation::Session
+    } else {
+        Isolation::Group
+    };
     let mut child = Spawn::new(&config.command)
         .isolation(isolation)
         .pdeathsig(config.pdeathsig)
@@ -38,8 +43,16 @@ fn main() {
     verbose!(
         "started pid {} in a new {}{}",
         child.pid(),
-        if config.setsid { "session" } else { "process group" },
-        if handed_over { ", terminal handed over" } else { "" }
+        if config.setsid {
+            "session"
+        } else {
+            "process group"
+        },
+        if handed_over {
+            ", terminal handed over"
+        } else {
+            ""
+        }
     );
     let jobs = JobControl { handed_over };
     let mut stopped = false;

@@ -69,7 +69,11 @@ pub(crate) struct WaitInfo {
 }
 
 /// `waitid(idtype, id, flags | WNOHANG)`: `None` when nothing is ready.
-pub(crate) fn waitid(idtype: libc::idtype_t, id: libc::id_t, flags: i32) -> io::Result<Option<WaitInfo>> {
+pub(crate) fn waitid(
+    idtype: libc::idtype_t,
+    id: libc::id_t,
+    flags: i32,
+) -> io::Result<Option<WaitInfo>> {
     loop {
         // SAFETY: siginfo_t is plain old data and waitid fills it in.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -88,7 +92,11 @@ pub(crate) fn waitid(idtype: libc::idtype_t, id: libc::id_t, flags: i32) -> io::
         if pid == 0 {
             return Ok(None);
         }
-        return Ok(Some(WaitInfo { pid, code: info.si_code, status }));
+        return Ok(Some(WaitInfo {
+            pid,
+            code: info.si_code,
+            status,
+        }));
     }
 }
 
@@ -105,7 +113,12 @@ pub(crate) fn exit_status(info: &WaitInfo) -> Status {
 
 impl Child {
     pub(crate) fn new(pid: i32, pidfd: Option<OwnedFd>) -> Child {
-        Child { pid, pidfd, exit: None, reaped: false }
+        Child {
+            pid,
+            pidfd,
+            exit: None,
+            reaped: false,
+        }
     }
 
     /// COMMAND's pid, which is also its process group's id.

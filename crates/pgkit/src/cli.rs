@@ -61,7 +61,10 @@ pub fn lexopt_error(e: lexopt::Error) -> Error {
 pub fn text(parser: &mut lexopt::Parser, opt: &str) -> Result<String, Error> {
     let value = parser.value().map_err(lexopt_error)?;
     value.into_string().map_err(|v| {
-        Error::usage(format!("invalid value '{}' for {opt}: not UTF-8", v.to_string_lossy()))
+        Error::usage(format!(
+            "invalid value '{}' for {opt}: not UTF-8",
+            v.to_string_lossy()
+        ))
     })
 }
 
@@ -106,7 +109,9 @@ pub fn command(first: OsString, parser: &mut lexopt::Parser) -> Result<Vec<OsStr
 /// The error for a command line without COMMAND.
 pub fn missing_command() -> Error {
     let tool = crate::log::tool();
-    Error::usage(format!("missing COMMAND (usage: {tool} [OPTION]... [--] COMMAND [ARG]...)"))
+    Error::usage(format!(
+        "missing COMMAND (usage: {tool} [OPTION]... [--] COMMAND [ARG]...)"
+    ))
 }
 
 /// For `--help`/`--version`, which end parsing at once: refuse `--help=x`

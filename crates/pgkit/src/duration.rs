@@ -28,7 +28,9 @@ impl Timeout {
         if text.eq_ignore_ascii_case("inf") || text.eq_ignore_ascii_case("infinity") {
             return Ok(Timeout::Never);
         }
-        let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+        let split = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
         let (number, unit) = text.split_at(split);
         let nanos_per_unit: u128 = match unit {
             "" | "s" => 1_000_000_000,
@@ -49,7 +51,11 @@ impl Timeout {
         if number.ends_with('.') || whole.len() > 20 {
             return Err(bad());
         }
-        let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| bad())? };
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| bad())?
+        };
         // The fraction, scaled to units of 10^-18: more precision than any
         // unit needs, and 18 digits fit in a u128 product without overflow.
         let mut frac_e18: u128 = 0;
@@ -66,7 +72,10 @@ impl Timeout {
             return Err(format!("duration '{text}' is too long (use inf for never)"));
         }
         let secs = (nanos / 1_000_000_000) as u64;
-        Ok(Timeout::After(Duration::new(secs, (nanos % 1_000_000_000) as u32)))
+        Ok(Timeout::After(Duration::new(
+            secs,
+            (nanos % 1_000_000_000) as u32,
+        )))
     }
 
     /// The duration, or `None` for never.
@@ -108,7 +117,10 @@ mod tests {
         assert_eq!(Timeout::parse("1h"), Ok(ms(3_600_000)));
         assert_eq!(Timeout::parse("1d"), Ok(ms(86_400_000)));
         assert_eq!(Timeout::parse("0"), Ok(ms(0)));
-        assert_eq!(Timeout::parse("0.0001ms"), Ok(Timeout::After(Duration::from_nanos(100))));
+        assert_eq!(
+            Timeout::parse("0.0001ms"),
+            Ok(Timeout::After(Duration::from_nanos(100)))
+        );
         assert_eq!(Timeout::parse("inf"), Ok(Timeout::Never));
         assert_eq!(Timeout::parse("Infinity"), Ok(Timeout::Never));
         assert_eq!(Timeout::parse("1.25m"), Ok(ms(75_000)));
@@ -117,11 +129,29 @@ mod tests {
     #[test]
     fn rejected_forms() {
         for text in [
-            "", "10x", "-1", "+1", "1.2.3s", "s", "ms", ".", "1.", "1 s", " 1", "1e3", "nan", "1sms",
-            "0x10", "99999999999999999999999d", "10S", "∞",
+            "",
+            "10x",
+            "-1",
+            "+1",
+            "1.2.3s",
+            "s",
+            "ms",
+            ".",
+            "1.",
+            "1 s",
+            " 1",
+            "1e3",
+            "nan",
+            "1sms",
+            "0x10",
+            "99999999999999999999999d",
+            "10S",
+            "∞",
         ] {
             assert!(Timeout::parse(text).is_err(), "{text:?} should be rejected");
         }
-        assert!(Timeout::parse("200000000000").unwrap_err().contains("too long"));
+        assert!(Timeout::parse("200000000000")
+            .unwrap_err()
+            .contains("too long"));
     }
 }

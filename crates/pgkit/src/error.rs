@@ -26,7 +26,10 @@ pub struct Error {
 impl Error {
     /// Bad usage or an internal failure: exit status 125.
     pub fn usage(msg: impl Into<String>) -> Error {
-        Error { code: TOOL_FAILED, msg: msg.into() }
+        Error {
+            code: TOOL_FAILED,
+            msg: msg.into(),
+        }
     }
 
     /// A system call failed before COMMAND was started: `unable to WHAT: ERRNO`.

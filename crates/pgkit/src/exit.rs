@@ -28,7 +28,10 @@ pub fn die_of(sig: Signal) -> ! {
     if unsafe { libc::getpid() } != 1 {
         // SAFETY: plain system calls on this process with valid arguments.
         unsafe {
-            let none = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
             libc::setrlimit(libc::RLIMIT_CORE, &none);
             let mut act: libc::sigaction = std::mem::zeroed();
             act.sa_sigaction = libc::SIG_DFL;

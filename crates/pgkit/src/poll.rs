@@ -16,7 +16,11 @@ use std::time::Instant;
 pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> io::Result<Vec<usize>> {
     let mut pfds: Vec<libc::pollfd> = fds
         .iter()
-        .map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
         .collect();
     let timeout = deadline.map(|d| {
         let left = d.saturating_duration_since(Instant::now());
@@ -25,11 +29,20 @@ pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> io::Result<Vec
             tv_nsec: left.subsec_nanos() as libc::c_long,
         }
     });
-    let tp = timeout.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let tp = timeout
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `pfds` is a valid array of `pfds.len()` entries; `tp` is null
     // or points at a timespec that outlives the call; a null sigmask leaves
     // the (fully blocked) mask as it is.
-    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tp, std::ptr::null()) };
+    let n = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            tp,
+            std::ptr::null(),
+        )
+    };
     if n < 0 {
         let err = io::Error::last_os_error();
         if err.kind() == io::ErrorKind::Interrupted {
@@ -37,5 +50,10 @@ pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> io::Result<Vec
         }
         return Err(err);
     }
-    Ok(pfds.iter().enumerate().filter(|(_, p)| p.revents != 0).map(|(i, _)| i).collect())
+    Ok(pfds
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.revents != 0)
+        .map(|(i, _)| i)
+        .collect())
 }

@@ -12,7 +12,11 @@ use std::io;
 pub fn children() -> Option<Vec<i32>> {
     let tid = std::process::id();
     let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/children")).ok()?;
-    Some(text.split_ascii_whitespace().filter_map(|p| p.parse().ok()).collect())
+    Some(
+        text.split_ascii_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+    )
 }
 
 /// Reap every exited child except `keep` (the unreaped COMMAND). Returns the

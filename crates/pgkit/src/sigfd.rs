@@ -35,7 +35,9 @@ impl SignalFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: signalfd returned a new descriptor that nothing else owns.
-        Ok(SignalFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        Ok(SignalFd {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
     }
 
     /// Every signal pending now, in arrival order per signal; empty if none.
@@ -49,7 +51,11 @@ impl SignalFd {
             let mut buf: [libc::signalfd_siginfo; 16] = unsafe { std::mem::zeroed() };
             // SAFETY: `buf` is writable for its whole size.
             let n = unsafe {
-                libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), size * buf.len())
+                libc::read(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    size * buf.len(),
+                )
             };
             if n <= 0 {
                 if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
@@ -59,7 +65,11 @@ impl SignalFd {
             }
             for info in &buf[..n as usize / size] {
                 if let Some(signal) = Signal::from_raw(info.ssi_signo as i32) {
-                    out.push(Received { signal, from: info.ssi_pid as i32, code: info.ssi_code });
+                    out.push(Received {
+                        signal,
+                        from: info.ssi_pid as i32,
+                        code: info.ssi_code,
+                    });
                 }
             }
         }

@@ -137,7 +137,11 @@ impl Signal {
         if (rtmin()..=rtmax()).contains(&n) {
             Ok(Signal(n))
         } else {
-            Err(format!("{} is out of range (RTMIN+0 .. RTMIN+{})", text, rtmax() - rtmin()))
+            Err(format!(
+                "{} is out of range (RTMIN+0 .. RTMIN+{})",
+                text,
+                rtmax() - rtmin()
+            ))
         }
     }
 
@@ -357,7 +361,9 @@ mod tests {
 
     #[test]
     fn rejects() {
-        for text in ["", "0", "65", "SIGFOO", "FOO", "-15", "+15", " TERM", "TERM ", "SIG", "32"] {
+        for text in [
+            "", "0", "65", "SIGFOO", "FOO", "-15", "+15", " TERM", "TERM ", "SIG", "32",
+        ] {
             assert!(Signal::parse(text).is_err(), "{text:?} should be rejected");
         }
         assert_eq!(Signal::parse("0"), Err("signal 0 is not a signal".into()));
@@ -371,8 +377,14 @@ mod tests {
             assert_eq!(Signal::parse(&shown), Ok(s), "{shown}");
         }
         assert_eq!(Signal::TERM.to_string(), "TERM");
-        assert_eq!(Signal::from_raw(rtmin() + 3).unwrap().to_string(), "RTMIN+3");
-        assert_eq!(Signal::from_raw(rtmax() - 1).unwrap().to_string(), "RTMAX-1");
+        assert_eq!(
+            Signal::from_raw(rtmin() + 3).unwrap().to_string(),
+            "RTMIN+3"
+        );
+        assert_eq!(
+            Signal::from_raw(rtmax() - 1).unwrap().to_string(),
+            "RTMAX-1"
+        );
     }
 
     #[test]
@@ -390,7 +402,9 @@ mod tests {
     fn sets() {
         let b = SigSet::blockable();
         assert!(b.contains(Signal::TERM) && b.contains(Signal::CHLD) && b.contains(Signal::TTOU));
-        assert!(!b.contains(Signal::KILL) && !b.contains(Signal::STOP) && !b.contains(Signal::TSTP));
+        assert!(
+            !b.contains(Signal::KILL) && !b.contains(Signal::STOP) && !b.contains(Signal::TSTP)
+        );
         assert!(!b.contains(Signal::parse("SEGV").unwrap()));
         assert!(b.contains(Signal::parse("RTMAX").unwrap()));
         let raw = b.to_sigset();

@@ -47,7 +47,13 @@ impl Spawn {
         let program = argv.first().cloned().unwrap_or_default();
         let mut command = Command::new(&program);
         command.args(argv.iter().skip(1));
-        Spawn { command, program, isolation: Isolation::Group, pdeathsig: None, foreground: false }
+        Spawn {
+            command,
+            program,
+            isolation: Isolation::Group,
+            pdeathsig: None,
+            foreground: false,
+        }
     }
 
     pub fn isolation(&mut self, isolation: Isolation) -> &mut Spawn {
@@ -138,11 +144,18 @@ impl Spawn {
     fn spawn_error(&self, err: io::Error) -> Error {
         let name = self.program.to_string_lossy();
         match err.raw_os_error() {
-            Some(libc::ENOENT) => Error { code: NOT_FOUND, msg: format!("'{name}': command not found") },
-            Some(libc::EAGAIN) | Some(libc::ENOMEM) => {
-                Error::usage(format!("unable to start a process for '{name}': {}", describe(&err)))
-            }
-            _ => Error { code: CANNOT_EXEC, msg: format!("'{name}': cannot execute: {}", describe(&err)) },
+            Some(libc::ENOENT) => Error {
+                code: NOT_FOUND,
+                msg: format!("'{name}': command not found"),
+            },
+            Some(libc::EAGAIN) | Some(libc::ENOMEM) => Error::usage(format!(
+                "unable to start a process for '{name}': {}",
+                describe(&err)
+            )),
+            _ => Error {
+                code: CANNOT_EXEC,
+                msg: format!("'{name}': cannot execute: {}", describe(&err)),
+            },
         }
     }
 }

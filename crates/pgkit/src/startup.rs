@@ -104,11 +104,18 @@ impl Startup {
         let actions = Signal::all()
             .filter(|s| !s.is_uncatchable())
             .map(|s| {
-                let handler = if self.ignored.contains(s) { libc::SIG_IGN } else { libc::SIG_DFL };
+                let handler = if self.ignored.contains(s) {
+                    libc::SIG_IGN
+                } else {
+                    libc::SIG_DFL
+                };
                 (s.raw(), handler)
             })
             .collect();
-        Restorer { actions, mask: self.mask.to_sigset() }
+        Restorer {
+            actions,
+            mask: self.mask.to_sigset(),
+        }
     }
 }
 

@@ -84,7 +84,11 @@ impl JobControl {
         let from_tty = sig == Signal::TSTP || sig == Signal::TTIN || sig == Signal::TTOU;
         if !self.handed_over {
             if sig == Signal::TTIN || sig == Signal::TTOU {
-                let what = if sig == Signal::TTIN { "read from" } else { "wrote to" };
+                let what = if sig == Signal::TTIN {
+                    "read from"
+                } else {
+                    "wrote to"
+                };
                 crate::warn!(
                     "COMMAND (pid {}) is stopped by SIG{sig}: it {what} the terminal while in the \
                      background; run with --foreground to give it the terminal",
