@@ -1,0 +1,20 @@
+//! The integration tests: real binaries, real processes, real signals.
+//! One module per clause of the contract.
+
+mod kit;
+mod procfs;
+mod tmux;
+
+/// The test kit and the sigprobe handshake child themselves.
+mod kit_selftest;
+
+/// Malformed invocations: 125, one line, nothing started.
+mod bad_input;
+/// Exit statuses: passed through, re-raised, 125/126/127.
+mod exit_status;
+/// pgwrap's forwarding, mapping, dropping and targets.
+mod forwarding;
+/// What COMMAND inherits: signal mask, ignored signals, file descriptors.
+mod inheritance;
+/// Terminal hand-over and job control, through tmux.
+mod terminal;
