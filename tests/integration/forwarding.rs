@@ -1,0 +1,218 @@
+//! pgwrap's signal rules: what is passed on, mapped or dropped, to whom, and
+//! that nothing is lost or polled for.
+
+use crate::kit::{bin, Run, TIMEOUT};
+use crate::procfs;
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+fn pgwrap(opts: &[&str], probe: &[&str]) -> Run {
+    Run::new(bin("pgwrap"))
+        .args(opts)
+        .arg("--")
+        .arg(bin("sigprobe"))
+        .args(probe)
+        .stderr_piped()
+        .spawn()
+}
+
+fn rtmin(n: i32) -> i32 {
+    libc::SIGRTMIN() + n
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: plain kill(2) of a process the test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill({pid}, {sig})");
+}
+
+#[test]
+fn forwarded_signal_reaches_command_and_exit_follows() {
+    let mut run = pgwrap(&[], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    assert_eq!(probe.pgid, probe.pid, "COMMAND leads a new process group");
+    assert_ne!(probe.pgid, run.pgid(), "not pgwrap's group");
+    assert_eq!(probe.ppid, run.pid(), "pgwrap stays as the parent");
+    run.signal(libc::SIGTERM);
+    run.expect_line(
+        &format!("got TERM pid={} from={}", probe.pid, run.pid()),
+        TIMEOUT,
+    );
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn signal_right_after_start_is_not_lost() {
+    for _ in 0..20 {
+        let mut run = pgwrap(&[], &[]);
+        // As soon as pgwrap has blocked TERM (before main runs), send it:
+        // COMMAND may not exist yet.
+        procfs::wait_until("pgwrap blocks TERM", TIMEOUT, || {
+            procfs::masks(run.pid()).is_some_and(|(blk, _, _)| procfs::has_sig(blk, libc::SIGTERM))
+        });
+        run.signal(libc::SIGTERM);
+        let status = run.wait_exit(TIMEOUT);
+        // Either the probe caught it and exited 0, or it arrived before the
+        // probe blocked TERM and killed it by TERM, which pgwrap re-raised.
+        let caught = run.lines_so_far().iter().any(|l| l.starts_with("got TERM"));
+        assert!(
+            (caught && status.code() == Some(0)) || status.signal() == Some(libc::SIGTERM),
+            "TERM lost: {status:?} {:?}",
+            run.lines_so_far()
+        );
+    }
+}
+
+#[test]
+fn idle_pgwrap_does_not_wake_up() {
+    let mut run = pgwrap(&[], &[]);
+    run.expect_ready(TIMEOUT);
+    let before = procfs::ctxt_switches(run.pid()).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let after = procfs::ctxt_switches(run.pid()).unwrap();
+    assert_eq!(before, after, "pgwrap woke up while nothing happened");
+}
+
+#[test]
+fn sigkill_of_pgwrap_kills_command_unless_pdeathsig_none() {
+    let mut run = pgwrap(&[], &["--exit-on", "none"]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGKILL);
+    procfs::wait_until("COMMAND killed with pgwrap", TIMEOUT, || {
+        !procfs::alive(probe.pid)
+    });
+
+    let mut run = pgwrap(&["--pdeathsig", "none"], &["--exit-on", "none"]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGKILL);
+    run.wait_exit(TIMEOUT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        procfs::alive(probe.pid),
+        "--pdeathsig none must leave COMMAND running"
+    );
+    // Dropping `run` kills the probe by its announced pid.
+}
+
+#[test]
+fn quit_to_pgwraps_group_is_dropped_with_forward_term() {
+    let mut run = pgwrap(&["--forward", "TERM", "-v"], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    // The way systemd's KillMode=control-group or a terminal would: the
+    // whole group pgwrap belongs to.
+    run.signal_group(libc::SIGQUIT);
+    run.signal_group(libc::SIGUSR1);
+    run.signal(rtmin(2));
+    procfs::wait_until("pgwrap logged the drops", TIMEOUT, || {
+        run.stderr_so_far().matches("dropped").count() >= 3
+    });
+    assert!(
+        procfs::alive(run.pid()),
+        "pgwrap must not die of a dropped signal"
+    );
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let lines = run.lines_so_far();
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("QUIT") || l.contains("USR1") || l.contains("RTMIN")),
+        "{lines:?}"
+    );
+}
+
+/// The main probe and one forked child (same group); returns the readies.
+fn family(opts: &[&str]) -> (Run, i32, i32) {
+    let mut run = pgwrap(opts, &["--fork", "1", "--exit-on", "none"]);
+    let readies = run.expect_readies(2, TIMEOUT);
+    let main = readies.iter().find(|r| r.role == "main").unwrap().pid;
+    let child = readies.iter().find(|r| r.role == "child").unwrap().pid;
+    (run, main, child)
+}
+
+#[test]
+fn to_child_reaches_command_alone() {
+    let (mut run, main, child) = family(&["--to", "child"]);
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={main}"), TIMEOUT);
+    // A sentinel sent straight to the grandchild, numbered above TERM: a
+    // pending TERM would be reported before it.
+    kill(child, rtmin(1));
+    run.expect_line(&format!("got RTMIN+1 pid={child}"), TIMEOUT);
+    assert!(!run
+        .lines_so_far()
+        .contains(&format!("got TERM pid={child} from={}", run.pid())));
+}
+
+#[test]
+fn to_group_reaches_every_member() {
+    let (mut run, main, child) = family(&[]);
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={main}"), TIMEOUT);
+    run.expect_line(&format!("got TERM pid={child}"), TIMEOUT);
+}
+
+#[test]
+fn map_passes_quit_on_as_term() {
+    let mut run = pgwrap(&["--map", "QUIT:TERM"], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGQUIT);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    assert!(!run.lines_so_far().iter().any(|l| l.contains("got QUIT")));
+}
+
+#[test]
+fn ignore_removes_from_the_forward_set() {
+    let mut run = pgwrap(&["--ignore", "INT"], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGINT);
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    assert!(!run.lines_so_far().iter().any(|l| l.contains("got INT")));
+}
+
+#[test]
+fn setsid_makes_a_new_session() {
+    let mut run = pgwrap(&["--setsid"], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    assert_eq!(probe.sid, probe.pid);
+    assert_eq!(probe.pgid, probe.pid);
+    run.signal(libc::SIGTERM);
+    run.expect_line("got TERM", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn realtime_signals_queue_and_each_is_passed_on() {
+    let mut run = pgwrap(&["--forward", "RTMIN+3,TERM"], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    for _ in 0..5 {
+        run.signal(rtmin(3));
+    }
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    run.wait_exit(TIMEOUT);
+    let n = run
+        .lines_so_far()
+        .iter()
+        .filter(|l| l.starts_with("got RTMIN+3"))
+        .count();
+    assert_eq!(n, 5, "{:?}", run.lines_so_far());
+}
+
+#[test]
+fn verbose_lines_are_prefixed() {
+    let mut run = pgwrap(&["-v"], &[]);
+    run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGTERM);
+    run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    let prefix = format!("pgwrap[{}]: ", run.pid());
+    assert!(err.lines().count() >= 3, "{err}");
+    for line in err.lines() {
+        assert!(line.starts_with(&prefix), "{line:?}");
+    }
+    assert!(err.contains("forwarded to group"), "{err}");
+}

@@ -1,0 +1,81 @@
+//! pgwrap on a real terminal (tmux): the automatic hand-over lets COMMAND
+//! read, job control (Ctrl-Z, `fg`) is followed, and without the terminal a
+//! stopped reader gets the hint instead of a silent hang.
+
+use crate::kit::{bin, temp_dir, TIMEOUT};
+use crate::procfs;
+use crate::tmux::Tmux;
+
+fn file_has(path: &std::path::Path, needle: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|s| s.contains(needle))
+}
+
+#[test]
+fn interactive_read_works_and_ctrl_z_fg_resume_both() {
+    let dir = temp_dir("tty");
+    let out = dir.join("out");
+    let tmux = Tmux::start("fg");
+    tmux.type_line(&format!(
+        "{} -- {} --read --exit-on INT > {} 2>&1",
+        bin("pgwrap").display(),
+        bin("sigprobe").display(),
+        out.display()
+    ));
+    procfs::wait_until("probe ready", TIMEOUT, || file_has(&out, "ready pid="));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let probe = crate::kit::Ready::parse(&text).unwrap();
+    let pgwrap = probe.ppid;
+
+    tmux.type_line("first");
+    procfs::wait_until("probe read a line", TIMEOUT, || {
+        file_has(&out, "read: first")
+    });
+
+    tmux.send(&["C-z"]);
+    procfs::wait_until("both stopped", TIMEOUT, || {
+        procfs::is_stopped(probe.pid) && procfs::is_stopped(pgwrap)
+    });
+    tmux.wait_for_screen("the shell reports the job stopped", |s| {
+        s.contains("Stopped")
+    });
+
+    tmux.type_line("fg");
+    procfs::wait_until("both running again", TIMEOUT, || {
+        !procfs::is_stopped(probe.pid) && !procfs::is_stopped(pgwrap)
+    });
+    tmux.type_line("second");
+    procfs::wait_until("probe reads after fg", TIMEOUT, || {
+        file_has(&out, "read: second")
+    });
+
+    tmux.send(&["C-c"]);
+    procfs::wait_until("pgwrap exits with the probe", TIMEOUT, || {
+        !procfs::alive(pgwrap)
+    });
+    tmux.type_line("echo \"st=$?\"");
+    tmux.wait_for_screen("the job's status", |s| s.contains("st=0"));
+}
+
+#[test]
+fn no_foreground_reader_gets_the_hint() {
+    let dir = temp_dir("tty-hint");
+    let err = dir.join("err");
+    let tmux = Tmux::start("nofg");
+    tmux.type_line(&format!(
+        "{} --no-foreground -- sh -c 'read x; echo got $x' 2> {}",
+        bin("pgwrap").display(),
+        err.display()
+    ));
+    procfs::wait_until("the hint", TIMEOUT, || file_has(&err, "--foreground"));
+    let text = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with("pgwrap: ") && text.contains("TTIN"),
+        "{text}"
+    );
+    // Ctrl-C reaches pgwrap (its group has the terminal), is passed on, and
+    // the stopped reader is continued so it can act on it.
+    tmux.send(&["C-c"]);
+    tmux.type_line("echo done=$?");
+    tmux.wait_for_screen("pgwrap ended", |s| s.contains("done=130"));
+}
