@@ -1,6 +1,7 @@
 //! pgwrap: run COMMAND in a new process group and pass on only the chosen
 //! signals; every other signal that would end pgwrap is dropped.
 #![forbid(unsafe_code)]
+#![no_main]
 
 mod config;
 
@@ -13,7 +14,9 @@ use pgkit::tty::{self, JobControl};
 use pgkit::{cli, exit, log, poll, verbose, Child, Error, SigSet, Signal, Target};
 use std::os::fd::AsFd;
 
-fn main() {
+pgkit::main!(run);
+
+fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("pgwrap");
     let config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));

@@ -40,7 +40,8 @@ pub fn run_or_exit<T>(parsed: Result<Parsed<T>, Error>) -> T {
 fn print_stdout(text: &str) {
     use std::io::Write;
     // A closed or broken stdout is not worth a panic for --help.
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 /// The name of the option being parsed, as the user wrote it (for messages).

@@ -47,3 +47,26 @@ pub use child::{Child, Status, Target};
 pub use duration::Timeout;
 pub use error::Error;
 pub use signal::{SigSet, Signal};
+
+/// Define the program's entry point: `pgkit::main!(run)` with
+/// `fn run() -> !`, in a binary marked `#![no_main]`.
+///
+/// The tools start without the Rust runtime's own start-up, which would
+/// reopen a closed stdin, stdout or stderr on `/dev/null` (COMMAND would then
+/// inherit descriptors its caller never gave it), set SIGPIPE to ignored, and
+/// read `/proc/self/maps` to place a stack guard: work that costs each start
+/// tens of microseconds and changes what COMMAND inherits. Arguments and the
+/// environment still come through `std::env`, which glibc fills in before
+/// `main`.
+#[macro_export]
+macro_rules! main {
+    ($run:path) => {
+        #[no_mangle]
+        pub extern "C" fn main(
+            _argc: ::std::os::raw::c_int,
+            _argv: *const *const ::std::os::raw::c_char,
+        ) -> ::std::os::raw::c_int {
+            $run()
+        }
+    };
+}

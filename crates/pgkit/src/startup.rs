@@ -7,10 +7,15 @@
 //! signal sent to the tool waits in the kernel until the tool reads it, and
 //! none is lost or acted on by default before COMMAND exists.
 //!
-//! COMMAND must not notice any of this: [`Startup::restore_in_child`] runs in
-//! the child between fork and exec and puts back the caller's mask and
-//! dispositions (a signal the caller ignored stays ignored, everything else
-//! goes back to its default action).
+//! COMMAND must not notice any of this: [`Restorer::restore`] runs in the
+//! child between fork and exec and puts back the caller's mask and SIGPIPE.
+//! Other dispositions need no work, by a rule every tool keeps: the tools
+//! never set SIG_IGN (they block signals and read them instead), and
+//! `execve` itself resets caught signals to their default action while
+//! keeping ignored ones ignored. So a signal the caller ignored stays
+//! ignored, and nothing the tool caught leaks. SIGPIPE is the one exception,
+//! set to SIG_IGN by the Rust runtime, so its start-up disposition is read
+//! here and put back in the child.
 
 use crate::signal::{SigSet, Signal};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +25,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub struct Startup {
     /// The signal mask at start-up.
     pub mask: SigSet,
-    /// Signals whose disposition was SIG_IGN at start-up.
+    /// Among the signals whose disposition the tool's runtime changes
+    /// (SIGPIPE), those that were SIG_IGN at start-up.
     pub ignored: SigSet,
 }
 
@@ -41,7 +47,10 @@ extern "C" fn capture_and_block() {
 #[link_section = ".init_array"]
 static CAPTURE_AND_BLOCK: extern "C" fn() = capture_and_block;
 
-/// The current mask and the set of ignored signals of this process.
+/// The signals whose disposition the Rust runtime changes before `main`.
+const CHANGED_BY_RUNTIME: [Signal; 1] = [Signal::PIPE];
+
+/// The current mask, and which of [`CHANGED_BY_RUNTIME`] are ignored.
 fn read_state() -> (SigSet, SigSet) {
     // SAFETY: a null `set` makes pthread_sigmask only report the current mask
     // into `old`, which it fully initialises.
@@ -51,7 +60,7 @@ fn read_state() -> (SigSet, SigSet) {
         SigSet::from_sigset(&old)
     };
     let mut ignored = SigSet::EMPTY;
-    for s in Signal::all() {
+    for s in CHANGED_BY_RUNTIME {
         // SAFETY: a null new action only queries; `old` is written by the kernel.
         let handler = unsafe {
             let mut old: libc::sigaction = std::mem::zeroed();
@@ -101,9 +110,9 @@ impl Startup {
     /// Prepare, in the parent, what the child must put back before exec:
     /// computing it here keeps the child's side to plain system calls.
     pub fn restorer(&self) -> Restorer {
-        let actions = Signal::all()
-            .filter(|s| !s.is_uncatchable())
-            .map(|s| {
+        let actions = CHANGED_BY_RUNTIME
+            .iter()
+            .map(|&s| {
                 let handler = if self.ignored.contains(s) {
                     libc::SIG_IGN
                 } else {
