@@ -51,6 +51,7 @@ fn signal_right_after_start_is_not_lost() {
         });
         run.signal(libc::SIGTERM);
         let status = run.wait_exit(TIMEOUT);
+        run.expect_eof(TIMEOUT);
         // Either the probe caught it and exited 0, or it arrived before the
         // probe blocked TERM and killed it by TERM, which pgwrap re-raised.
         let caught = run.lines_so_far().iter().any(|l| l.starts_with("got TERM"));
@@ -112,6 +113,7 @@ fn quit_to_pgwraps_group_is_dropped_with_forward_term() {
     run.signal(libc::SIGTERM);
     run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    run.expect_eof(TIMEOUT);
     let lines = run.lines_so_far();
     assert!(
         !lines
@@ -159,6 +161,7 @@ fn map_passes_quit_on_as_term() {
     run.signal(libc::SIGQUIT);
     run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    run.expect_eof(TIMEOUT);
     assert!(!run.lines_so_far().iter().any(|l| l.contains("got QUIT")));
 }
 
@@ -170,6 +173,7 @@ fn ignore_removes_from_the_forward_set() {
     run.signal(libc::SIGTERM);
     run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    run.expect_eof(TIMEOUT);
     assert!(!run.lines_so_far().iter().any(|l| l.contains("got INT")));
 }
 
@@ -194,6 +198,7 @@ fn realtime_signals_queue_and_each_is_passed_on() {
     run.signal(libc::SIGTERM);
     run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
     run.wait_exit(TIMEOUT);
+    run.expect_eof(TIMEOUT);
     let n = run
         .lines_so_far()
         .iter()

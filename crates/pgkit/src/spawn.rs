@@ -2,26 +2,30 @@
 //! tool can forward a single signal, the caller's signal state restored, the
 //! parent-death signal armed, and 126 told apart from 127.
 //!
-//! Everything the child does between fork and exec happens in the `pre_exec`
-//! closure, which std runs after its own set-up, right before `execvp`: the
-//! closure makes only async-signal-safe calls. The tool's signals stay
-//! blocked across the fork, so no signal meant for the tool can run anything
-//! in the child; the child unblocks only once its dispositions are back to
-//! the caller's, and then a pending signal simply acts on COMMAND.
+//! The child is created with `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)`,
+//! as `posix_spawn` does: no copy of the tool's memory, and the tool resumes
+//! only once the child has called `execve` (or failed to), so when
+//! [`Spawn::spawn`] returns, the group exists and signalling it is safe. The
+//! pidfd comes from the same call, so a full descriptor table makes the spawn
+//! fail before COMMAND exists, never after.
 //!
-//! `Command::spawn` returns only after the child has called `execve` (or
-//! failed to), so when [`Spawn::spawn`] returns, the group exists and
-//! signalling it is safe.
+//! Between clone and exec the child shares the tool's memory: it runs
+//! [`child_main`], which only reads what the parent prepared and makes plain
+//! system calls (no allocation, no locks). The tool's signals stay blocked
+//! across the clone, so no signal meant for the tool can run anything in the
+//! child; the child unblocks only once its dispositions are back to the
+//! caller's, and then a pending signal simply acts on COMMAND.
 
 use crate::child::Child;
 use crate::error::{describe, Error, CANNOT_EXEC, NOT_FOUND};
 use crate::signal::Signal;
-use crate::startup::Startup;
-use std::ffi::{OsStr, OsString};
+use crate::startup::{Restorer, Startup};
+use std::cell::Cell;
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::os::raw::{c_char, c_int, c_void};
+use std::os::unix::ffi::OsStrExt;
 
 /// Where COMMAND is put.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,12 +34,14 @@ pub enum Isolation {
     Group,
     /// `setsid()`: a new session (and group), without a controlling terminal.
     Session,
+    /// Neither: COMMAND stays in the tool's group and session.
+    Inherit,
 }
 
 /// How to start COMMAND.
 pub struct Spawn {
-    command: Command,
-    program: OsString,
+    argv: Vec<OsString>,
+    env: Vec<(OsString, Option<OsString>)>,
     isolation: Isolation,
     pdeathsig: Option<Signal>,
     foreground: bool,
@@ -44,12 +50,9 @@ pub struct Spawn {
 impl Spawn {
     /// COMMAND is `argv[0]` (looked up in PATH) with the rest as arguments.
     pub fn new(argv: &[OsString]) -> Spawn {
-        let program = argv.first().cloned().unwrap_or_default();
-        let mut command = Command::new(&program);
-        command.args(argv.iter().skip(1));
         Spawn {
-            command,
-            program,
+            argv: argv.to_vec(),
+            env: Vec::new(),
             isolation: Isolation::Group,
             pdeathsig: None,
             foreground: false,
@@ -75,83 +78,126 @@ impl Spawn {
 
     /// Add a variable to COMMAND's environment.
     pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Spawn {
-        self.command.env(key, value);
+        self.env
+            .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
         self
     }
 
     /// Remove a variable from COMMAND's environment.
     pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Spawn {
-        self.command.env_remove(key);
+        self.env.push((key.as_ref().to_owned(), None));
         self
     }
 
     /// Start COMMAND. Errors: 127 not found, 126 not executable, 125 the
     /// tool could not create the process.
     pub fn spawn(&mut self, startup: &Startup) -> Result<Child, Error> {
-        let restorer = startup.restorer();
-        let isolation = self.isolation;
-        let pdeathsig = self.pdeathsig.map(|s| s.raw());
-        let foreground = self.foreground;
-        // SAFETY: getpid has no preconditions.
-        let parent = unsafe { libc::getpid() };
-        // SAFETY: the closure runs in the forked child before exec and makes
-        // only async-signal-safe calls (setpgid, setsid, tcsetpgrp, prctl,
-        // getppid, kill, sigaction, sigprocmask); it does not allocate.
-        unsafe {
-            self.command.pre_exec(move || {
-                match isolation {
-                    Isolation::Group => {
-                        if libc::setpgid(0, 0) != 0 {
-                            return Err(io::Error::last_os_error());
-                        }
-                    }
-                    Isolation::Session => {
-                        if libc::setsid() < 0 {
-                            return Err(io::Error::last_os_error());
-                        }
-                    }
-                }
-                if foreground {
-                    // The child takes the terminal itself, before exec, so
-                    // COMMAND never runs a single instruction in the
-                    // background. SIGTTOU is still blocked (inherited), so
-                    // the call cannot stop us.
-                    libc::tcsetpgrp(0, libc::getpid());
-                }
-                if let Some(sig) = pdeathsig {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0);
-                }
-                restorer.restore();
-                if let Some(sig) = pdeathsig {
-                    // The parent may have died before prctl: then no one will
-                    // ever send the signal, so send it now.
-                    if libc::getppid() != parent {
-                        libc::kill(libc::getpid(), sig);
-                    }
-                }
-                Ok(())
-            });
+        let image = self.image()?;
+        let job = ChildJob {
+            image: &image,
+            restorer: startup.restorer(),
+            isolation: self.isolation,
+            pdeathsig: self.pdeathsig.map_or(0, |s| s.raw()),
+            foreground: self.foreground,
+            // SAFETY: getpid has no preconditions.
+            parent: unsafe { libc::getpid() },
+            failure: Failure::default(),
+        };
+        let (pid, pidfd) = clone_vfork(&job)
+            .map_err(|e| Error::usage(format!("unable to start a process: {}", describe(&e))))?;
+        if job.failure.errno.get() != 0 {
+            // The child failed before or at exec and has exited: reap it.
+            let mut status = 0;
+            // SAFETY: waitpid on our own child, which has exited.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            return Err(self.failure(&job.failure));
         }
-        // Keep one descriptor free for the pidfd: if the fd table is full,
-        // the tool fails here, before COMMAND exists, and not after.
-        let reserve = reserve_fd().map_err(|e| Error::sys("reserve a descriptor", e))?;
-        let child = self.command.spawn().map_err(|e| self.spawn_error(e))?;
-        drop(reserve);
-        let pid = child.id() as i32;
-        Ok(Child::new(pid, pidfd_open(pid)))
+        let pidfd = pidfd.or_else(|| pidfd_open(pid));
+        Ok(Child::new(pid, pidfd))
     }
 
-    fn spawn_error(&self, err: io::Error) -> Error {
-        let name = self.program.to_string_lossy();
-        match err.raw_os_error() {
-            Some(libc::ENOENT) => Error {
+    /// Replace this very process with COMMAND (no new process: same pid,
+    /// same group, and a subreaper stays one). The caller's signal state is
+    /// put back first, as for [`Spawn::spawn`]; isolation, parent-death
+    /// signal and terminal hand-over do not apply. Returns only if the exec
+    /// failed (127 not found, 126 not executable); the tool's signals are
+    /// then blocked again.
+    pub fn exec(&mut self, startup: &Startup) -> Error {
+        let image = match self.image() {
+            Ok(image) => image,
+            Err(e) => return e,
+        };
+        let restorer = startup.restorer();
+        restorer.restore();
+        let failure = image.exec();
+        crate::startup::block(crate::SigSet::blockable());
+        self.failure(&failure)
+    }
+
+    /// Everything `execve` needs, prepared before the child exists.
+    fn image(&self) -> Result<Image, Error> {
+        let cstr = |s: &OsStr, what: &str| {
+            CString::new(s.as_bytes()).map_err(|_| {
+                Error::usage(format!(
+                    "{what} '{}' contains a NUL byte",
+                    s.to_string_lossy()
+                ))
+            })
+        };
+        let program = self.argv.first().cloned().unwrap_or_default();
+        let args: Vec<CString> = self
+            .argv
+            .iter()
+            .map(|a| cstr(a, "argument"))
+            .collect::<Result<_, _>>()?;
+        let candidates = candidates(&program)
+            .iter()
+            .map(|c| cstr(c, "path"))
+            .collect::<Result<_, _>>()?;
+        let env = if self.env.is_empty() {
+            None
+        } else {
+            let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+            for (key, value) in &self.env {
+                vars.retain(|(k, _)| k != key);
+                if let Some(value) = value {
+                    vars.push((key.clone(), value.clone()));
+                }
+            }
+            let joined = vars.into_iter().map(|(mut k, v)| {
+                k.push("=");
+                k.push(v);
+                k
+            });
+            Some(
+                joined
+                    .map(|kv| cstr(&kv, "variable"))
+                    .collect::<Result<Vec<_>, _>>()?,
+            )
+        };
+        Ok(Image::new(candidates, args, env))
+    }
+
+    fn failure(&self, failure: &Failure) -> Error {
+        let name = self
+            .argv
+            .first()
+            .map(|p| p.to_string_lossy())
+            .unwrap_or_default();
+        let err = io::Error::from_raw_os_error(failure.errno.get());
+        let what = match failure.stage.get() {
+            Stage::Group => "setpgid",
+            Stage::Session => "setsid",
+            Stage::Exec => "",
+        };
+        if !what.is_empty() {
+            return Error::usage(format!("unable to {what} for '{name}': {}", describe(&err)));
+        }
+        match failure.errno.get() {
+            libc::ENOENT => Error {
                 code: NOT_FOUND,
                 msg: format!("'{name}': command not found"),
             },
-            Some(libc::EAGAIN) | Some(libc::ENOMEM) => Error::usage(format!(
-                "unable to start a process for '{name}': {}",
-                describe(&err)
-            )),
             _ => Error {
                 code: CANNOT_EXEC,
                 msg: format!("'{name}': cannot execute: {}", describe(&err)),
@@ -160,15 +206,229 @@ impl Spawn {
     }
 }
 
-/// A close-on-exec descriptor that holds a slot in the fd table.
-fn reserve_fd() -> io::Result<OwnedFd> {
-    // SAFETY: eventfd has no pointer arguments.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-    if fd < 0 {
+/// The paths `execvp` would try: PROGRAM itself if it holds a slash, else
+/// each PATH entry joined with it (an empty entry is the current directory;
+/// no PATH means `/usr/local/bin:/usr/bin:/bin`).
+fn candidates(program: &OsStr) -> Vec<OsString> {
+    if program.as_bytes().contains(&b'/') {
+        return vec![program.to_owned()];
+    }
+    if program.is_empty() {
+        return Vec::new();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    path.as_bytes()
+        .split(|&b| b == b':')
+        .map(|dir| {
+            let mut full = if dir.is_empty() {
+                OsString::from(".")
+            } else {
+                OsStr::from_bytes(dir).to_owned()
+            };
+            full.push("/");
+            full.push(program);
+            full
+        })
+        .collect()
+}
+
+/// A prepared `execve`: C strings and the pointer arrays into them.
+struct Image {
+    candidates: Vec<CString>,
+    _args: Vec<CString>,
+    argv: Vec<*const c_char>,
+    _env: Option<Vec<CString>>,
+    envp: Option<Vec<*const c_char>>,
+}
+
+impl Image {
+    fn new(candidates: Vec<CString>, args: Vec<CString>, env: Option<Vec<CString>>) -> Image {
+        let ptrs = |v: &[CString]| {
+            v.iter()
+                .map(|c| c.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
+        };
+        let argv = ptrs(&args);
+        let envp = env.as_deref().map(ptrs);
+        Image {
+            candidates,
+            _args: args,
+            argv,
+            _env: env,
+            envp,
+        }
+    }
+
+    /// Try each candidate as `execvp` does; returns only on failure.
+    /// Async-signal-safe and allocation-free: runs in the vfork child.
+    fn exec(&self) -> Failure {
+        extern "C" {
+            static environ: *const *const c_char;
+        }
+        // SAFETY: `environ` is the C library's environment, valid here.
+        let envp = self
+            .envp
+            .as_ref()
+            .map_or(unsafe { environ }, |e| e.as_ptr());
+        let mut errno = libc::ENOENT;
+        let mut saw_eacces = false;
+        for path in &self.candidates {
+            // SAFETY: path, argv and envp are NUL-terminated C strings and
+            // null-terminated pointer arrays that outlive the call.
+            unsafe { libc::execve(path.as_ptr(), self.argv.as_ptr(), envp) };
+            errno = io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::ENOENT);
+            match errno {
+                libc::EACCES => saw_eacces = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+                _ => break,
+            }
+        }
+        if saw_eacces && matches!(errno, libc::ENOENT | libc::ENOTDIR) {
+            errno = libc::EACCES;
+        }
+        Failure {
+            stage: Cell::new(Stage::Exec),
+            errno: Cell::new(errno),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+enum Stage {
+    Group,
+    Session,
+    #[default]
+    Exec,
+}
+
+/// Written by the child (shared memory) when it fails; errno 0 means exec
+/// succeeded. Cells: the child writes through the shared `ChildJob` while
+/// the parent is suspended.
+#[derive(Default)]
+struct Failure {
+    stage: Cell<Stage>,
+    errno: Cell<c_int>,
+}
+
+impl Failure {
+    fn record(&self, stage: Stage, errno: c_int) {
+        self.stage.set(stage);
+        self.errno.set(errno);
+    }
+}
+
+/// What the vfork child reads (and, on failure, writes).
+struct ChildJob<'a> {
+    image: &'a Image,
+    restorer: Restorer,
+    isolation: Isolation,
+    pdeathsig: c_int,
+    foreground: bool,
+    parent: libc::pid_t,
+    failure: Failure,
+}
+
+const CHILD_STACK: usize = 64 * 1024;
+
+/// `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD)` running
+/// [`child_main`]; falls back to no pidfd on kernels without CLONE_PIDFD.
+fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    // SAFETY: an anonymous private mapping; checked for MAP_FAILED below and
+    // unmapped once the child has left it (after exec or exit).
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            CHILD_STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: a new descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    // SAFETY: the top of the mapping; the stack grows down on every Linux
+    // architecture this builds for.
+    let top = unsafe { stack.cast::<u8>().add(CHILD_STACK) }.cast::<c_void>();
+    let arg = job as *const ChildJob<'_> as *mut c_void;
+    let base = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    let mut pidfd: c_int = -1;
+    // SAFETY: child_main only touches `job` (alive until clone returns: the
+    // parent is suspended until the child execs or exits) and its own
+    // stack; CLONE_PIDFD stores the pidfd into `pidfd`.
+    let mut pid = unsafe {
+        libc::clone(
+            child_main,
+            top,
+            base | libc::CLONE_PIDFD,
+            arg,
+            &mut pidfd as *mut c_int,
+        )
+    };
+    if pid < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        pidfd = -1;
+        // SAFETY: as above, without CLONE_PIDFD.
+        pid = unsafe { libc::clone(child_main, top, base, arg) };
+    }
+    let err = io::Error::last_os_error();
+    // SAFETY: the child no longer runs on this stack.
+    unsafe { libc::munmap(stack, CHILD_STACK) };
+    if pid < 0 {
+        return Err(err);
+    }
+    // SAFETY: a new close-on-exec descriptor from CLONE_PIDFD, owned by us.
+    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
+    Ok((pid, pidfd))
+}
+
+/// The child between clone and exec. Plain system calls only.
+extern "C" fn child_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the parent's `ChildJob`, alive and not touched by the
+    // parent while it is suspended in clone; the child's only writes go to
+    // its `failure` cells.
+    let job = unsafe { &*(arg as *const ChildJob<'_>) };
+    let fail = |stage: Stage| -> c_int {
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL);
+        job.failure.record(stage, errno);
+        127
+    };
+    // SAFETY: async-signal-safe system calls with valid arguments.
+    unsafe {
+        match job.isolation {
+            Isolation::Group if libc::setpgid(0, 0) != 0 => return fail(Stage::Group),
+            Isolation::Session if libc::setsid() < 0 => return fail(Stage::Session),
+            _ => {}
+        }
+        if job.foreground {
+            // The child takes the terminal itself, before exec, so COMMAND
+            // never runs a single instruction in the background. SIGTTOU is
+            // still blocked (inherited), so the call cannot stop us.
+            libc::tcsetpgrp(0, libc::getpid());
+        }
+        if job.pdeathsig != 0 {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                job.pdeathsig as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+        }
+        job.restorer.restore();
+        if job.pdeathsig != 0 && libc::getppid() != job.parent {
+            // The parent died before prctl: no one will send the signal.
+            libc::kill(libc::getpid(), job.pdeathsig);
+        }
+    }
+    let failure = job.image.exec();
+    job.failure.record(failure.stage.get(), failure.errno.get());
+    127
 }
 
 /// `pidfd_open(2)`; `None` where the kernel has none (COMMAND is then
