@@ -10,6 +10,8 @@ mod kit_selftest;
 
 /// Malformed invocations: 125, one line, nothing started.
 mod bad_input;
+/// Help texts, man pages and parsers agree.
+mod docs;
 /// Exit statuses: passed through, re-raised, 125/126/127.
 mod exit_status;
 /// pgwrap's forwarding, mapping, dropping and targets.
