@@ -11,6 +11,7 @@
 //! | `spawn`     | starting COMMAND in a new group or session                        |
 //! | `child`     | the started COMMAND: signal it, watch it, reap it                 |
 //! | `reap`      | reaping adopted children (subreaper and PID 1)                    |
+//! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
 //! | `tty`       | handing the controlling terminal over and back                    |
 //! | `exit`      | the one exit path: an exit code, or the child's signal re-raised  |
@@ -34,6 +35,7 @@ pub mod cli;
 pub mod duration;
 pub mod error;
 pub mod exit;
+pub mod group;
 pub mod log;
 pub mod poll;
 pub mod reap;
