@@ -1,0 +1,157 @@
+//! `GRACEFUL_GRACE_MS`: the grace graceful gives COMMAND, exported so that
+//! nested tools and hooks can budget their own shutdown, and read back by an
+//! inner graceful, which never waits longer than the outer one allows.
+//!
+//! The inner grace is capped at the outer's minus [`MARGIN`]. The margin is
+//! what the outer needs after the inner's deadline to see the inner end on
+//! its own: the stop signal's way down the chain (the inner starts its grace
+//! a little after the outer), the inner's kill signal, the killed processes
+//! dying (unmapping gigabytes of memory can take a few hundred milliseconds)
+//! and being reaped, and the inner exiting with their status, so the outer's
+//! own kill signal finds nothing left to kill.
+
+use pgkit::{verbose, Timeout};
+use std::ffi::OsStr;
+use std::time::Duration;
+
+/// The variable's name.
+pub const VAR: &str = "GRACEFUL_GRACE_MS";
+
+/// Kept free below an outer grace; see the module's documentation.
+pub const MARGIN: Duration = Duration::from_millis(500);
+
+/// What graceful's own environment says about an outer budget.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outer {
+    Absent,
+    /// Whole milliseconds.
+    Ms(u64),
+    /// Not a number of milliseconds: ignored (it is not our command line).
+    Invalid(String),
+}
+
+/// Read the variable's value (`None`: not set).
+pub fn outer(value: Option<&OsStr>) -> Outer {
+    let Some(value) = value else {
+        return Outer::Absent;
+    };
+    let text = value.to_string_lossy();
+    let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    match text.parse::<u64>() {
+        Ok(ms) if digits => Outer::Ms(ms),
+        _ => Outer::Invalid(text.into_owned()),
+    }
+}
+
+/// `own` capped by an outer grace of `outer_ms`: at most `outer_ms - MARGIN`,
+/// and 0 when the outer grace is no larger than the margin.
+pub fn cap(own: Timeout, outer_ms: u64) -> Timeout {
+    let allowed = Duration::from_millis(outer_ms).saturating_sub(MARGIN);
+    match own {
+        Timeout::After(d) if d <= allowed => own,
+        _ => Timeout::After(allowed),
+    }
+}
+
+/// The grace graceful uses: `own` (`--grace`) under the outer budget in its
+/// environment, if any; each decision logged with `-v`.
+pub fn effective(own: Timeout, env: Option<&OsStr>) -> Timeout {
+    match outer(env) {
+        Outer::Absent => own,
+        Outer::Invalid(text) => {
+            verbose!("ignoring {VAR}='{text}' from the environment: not a number of milliseconds");
+            own
+        }
+        Outer::Ms(ms) => {
+            let capped = cap(own, ms);
+            if capped != own {
+                verbose!(
+                    "grace capped at {capped} by {VAR}={ms} (the outer grace less a {} ms margin; \
+                     --grace {own})",
+                    MARGIN.as_millis()
+                );
+            }
+            capped
+        }
+    }
+}
+
+/// The value COMMAND gets: whole milliseconds, rounded down so the budget is
+/// never overstated; `None` for `inf` (the variable is then removed).
+pub fn export(grace: Timeout) -> Option<String> {
+    grace.duration().map(|d| d.as_millis().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn ms(n: u64) -> Timeout {
+        Timeout::After(Duration::from_millis(n))
+    }
+
+    #[test]
+    fn reads_whole_milliseconds_only() {
+        assert_eq!(outer(None), Outer::Absent);
+        assert_eq!(outer(Some(OsStr::new("2500"))), Outer::Ms(2500));
+        assert_eq!(outer(Some(OsStr::new("0"))), Outer::Ms(0));
+        for bad in [
+            "",
+            "abc",
+            "-5",
+            "+5",
+            "1.5",
+            " 10",
+            "10 ",
+            "10s",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(
+                outer(Some(OsStr::new(bad))),
+                Outer::Invalid(bad.into()),
+                "{bad:?}"
+            );
+        }
+        let not_utf8 = {
+            use std::os::unix::ffi::OsStringExt;
+            OsString::from_vec(vec![b'1', 0xff])
+        };
+        assert!(matches!(outer(Some(&not_utf8)), Outer::Invalid(_)));
+    }
+
+    #[test]
+    fn cap_keeps_the_margin() {
+        assert_eq!(cap(ms(10_000), 2_000), ms(1_500));
+        assert_eq!(cap(ms(1_000), 2_000), ms(1_000), "already within");
+        assert_eq!(cap(ms(1_500), 2_000), ms(1_500), "exactly the allowance");
+        assert_eq!(cap(Timeout::Never, 30_000), ms(29_500));
+        assert_eq!(
+            cap(ms(10_000), 500),
+            ms(0),
+            "outer no larger than the margin"
+        );
+        assert_eq!(cap(ms(10_000), 300), ms(0));
+        assert_eq!(cap(ms(0), 0), ms(0));
+        assert_eq!(cap(ms(1), u64::MAX), ms(1));
+    }
+
+    #[test]
+    fn effective_grace() {
+        assert_eq!(effective(ms(10_000), None), ms(10_000));
+        assert_eq!(effective(ms(10_000), Some(OsStr::new("junk"))), ms(10_000));
+        assert_eq!(effective(ms(10_000), Some(OsStr::new("4000"))), ms(3_500));
+        assert_eq!(effective(Timeout::Never, None), Timeout::Never);
+    }
+
+    #[test]
+    fn exported_value() {
+        assert_eq!(export(ms(2_500)).as_deref(), Some("2500"));
+        assert_eq!(export(ms(0)).as_deref(), Some("0"));
+        assert_eq!(
+            export(Timeout::After(Duration::from_micros(1_999))).as_deref(),
+            Some("1")
+        );
+        assert_eq!(export(Timeout::Never), None);
+    }
+}

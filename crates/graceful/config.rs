@@ -1,0 +1,311 @@
+//! graceful's command line: lexopt loop -> validated `Config`.
+
+use crate::machine::Ladder;
+use lexopt::Arg::{Long, Short, Value};
+use pgkit::cli::{self, Parsed};
+use pgkit::{Error, SigSet, Signal, Timeout};
+use std::ffi::OsString;
+use std::time::Duration;
+
+pub const HELP: &str = "\
+Usage: graceful [OPTION]... [--] COMMAND [ARG]...
+Run COMMAND in a new process group. On a stop trigger send the stop signal to
+the whole group, wait up to the grace period for every process of the group
+to exit, then send the kill signal to whatever is left.
+
+  -t, --timeout DUR        also trigger the stop when COMMAND has run this long
+                           (default none; 0 means none)
+  -g, --grace DUR          time between the stop signal and the kill signal
+                           (default 10s; inf: never kill)
+  -s, --signal SIG         stop signal sent to the group (default: the trigger
+                           signal itself; TERM for --timeout)
+  -k, --kill-signal SIG    sent when the grace period is over (default KILL)
+      --on LIST            signals that trigger the stop (default TERM,INT,HUP,QUIT)
+  -f, --forward LIST       other signals passed on unchanged to the group
+                           (default USR1,USR2,WINCH; --on wins where both list one)
+      --pdeathsig SIG|none signal COMMAND gets if graceful dies (default KILL)
+      --preserve-status    after --timeout, exit with COMMAND's status, not 124
+      --foreground         give COMMAND the terminal (then Ctrl-C reaches
+                           COMMAND, not graceful)
+      --no-foreground      never give COMMAND the terminal (the default)
+  -v, --verbose            one line on stderr per decision
+  -h, --help               show this help and exit
+  -V, --version            show the version and exit
+
+Durations: 10, 1.5s, 250ms, 2m, 1h, 1d, inf. Signals: TERM, SIGTERM, term, 15,
+RTMIN+3; lists are comma-separated.
+COMMAND gets GRACEFUL_GRACE_MS=<grace in ms>; a graceful that finds it in its
+own environment caps its grace 500 ms below it.
+Exit status: COMMAND's; killed by a signal => graceful dies of it too;
+124 --timeout fired; 125 graceful failed, 126 COMMAND not executable,
+127 COMMAND not found.
+See graceful(1).
+";
+
+#[derive(Debug)]
+pub struct Config {
+    /// `--timeout`; `None` for none (`0` or `inf`).
+    pub timeout: Option<Duration>,
+    /// `--grace`, before any cap from the environment.
+    pub grace: Timeout,
+    pub signal: Option<Signal>,
+    pub kill_signal: Signal,
+    /// Signals that trigger the stop.
+    pub on: SigSet,
+    /// Signals passed on unchanged (never one of `on`).
+    pub forward: SigSet,
+    pub pdeathsig: Option<Signal>,
+    pub preserve_status: bool,
+    pub foreground: bool,
+    pub verbose: bool,
+    pub command: Vec<OsString>,
+}
+
+impl Config {
+    /// Every signal graceful must catch on top of the ones it drops.
+    pub fn caught(&self) -> SigSet {
+        self.on.union(self.forward)
+    }
+
+    /// The ladder with an effective grace (after the environment's cap).
+    pub fn ladder(&self, grace: Timeout) -> Ladder {
+        Ladder {
+            grace: grace.duration(),
+            signal: self.signal,
+            kill_signal: self.kill_signal,
+        }
+    }
+}
+
+pub fn default_on() -> SigSet {
+    SigSet::of(&[Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT])
+}
+
+pub fn default_forward() -> SigSet {
+    SigSet::of(&[Signal::USR1, Signal::USR2, Signal::WINCH])
+}
+
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut timeout = Timeout::Never;
+    let mut grace = Timeout::After(Duration::from_secs(10));
+    let mut signal = None;
+    let mut kill_signal = Signal::KILL;
+    let mut on = default_on();
+    let mut forward = default_forward();
+    let mut pdeathsig = Some(Signal::KILL);
+    let mut preserve_status = false;
+    let mut foreground = false;
+    let mut verbose = false;
+    let mut command = None;
+    while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
+        let opt = cli::opt_name(&arg);
+        match arg {
+            Short('t') | Long("timeout") => timeout = cli::duration(&mut parser, &opt)?,
+            Short('g') | Long("grace") => grace = cli::duration(&mut parser, &opt)?,
+            Short('s') | Long("signal") => signal = Some(cli::signal(&mut parser, &opt)?),
+            Short('k') | Long("kill-signal") => kill_signal = cli::signal(&mut parser, &opt)?,
+            Long("on") => on = catchable(cli::signals(&mut parser, &opt)?, &opt)?,
+            Short('f') | Long("forward") => {
+                forward = catchable(cli::signals(&mut parser, &opt)?, &opt)?
+            }
+            Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
+            Long("preserve-status") => preserve_status = true,
+            Long("foreground") => foreground = true,
+            Long("no-foreground") => foreground = false,
+            Short('v') | Long("verbose") => verbose = true,
+            Short('h') | Long("help") => {
+                cli::no_value(&mut parser, &opt)?;
+                return Ok(Parsed::Help(HELP));
+            }
+            Short('V') | Long("version") => {
+                cli::no_value(&mut parser, &opt)?;
+                return Ok(Parsed::Version);
+            }
+            Value(first) => {
+                command = Some(cli::command(first, &mut parser)?);
+                break;
+            }
+            _ => return Err(cli::lexopt_error(arg.unexpected())),
+        }
+    }
+    let command = command.ok_or_else(cli::missing_command)?;
+    // `--timeout 0` means no timeout, as in timeout(1).
+    let timeout = timeout.duration().filter(|d| !d.is_zero());
+    Ok(Parsed::Run(Config {
+        timeout,
+        grace,
+        signal,
+        kill_signal,
+        forward: forward.minus(on),
+        on,
+        pdeathsig,
+        preserve_status,
+        foreground,
+        verbose,
+        command,
+    }))
+}
+
+/// graceful can only act on what it can catch, and it needs CHLD itself.
+fn catchable(set: SigSet, opt: &str) -> Result<SigSet, Error> {
+    for sig in set.iter() {
+        if sig.is_uncatchable() {
+            return Err(Error::usage(format!(
+                "{sig} cannot be caught, so it cannot be used with {opt} (send it to COMMAND \
+                 directly)"
+            )));
+        }
+        if sig == Signal::CHLD {
+            return Err(Error::usage(format!(
+                "CHLD cannot be used with {opt}: graceful needs it to watch the group"
+            )));
+        }
+    }
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(line: &str) -> Result<Config, Error> {
+        let args = line.split_whitespace().map(OsString::from);
+        match parse(args)? {
+            Parsed::Run(c) => Ok(c),
+            other => panic!("{line}: expected Run, got {other:?}"),
+        }
+    }
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    #[test]
+    fn defaults() {
+        let c = run("sleep 1").unwrap();
+        assert_eq!(c.timeout, None);
+        assert_eq!(c.grace, Timeout::After(secs(10)));
+        assert_eq!(c.signal, None);
+        assert_eq!(c.kill_signal, Signal::KILL);
+        assert_eq!(c.on, default_on());
+        assert_eq!(c.forward, default_forward());
+        assert_eq!(c.pdeathsig, Some(Signal::KILL));
+        assert!(!c.preserve_status && !c.foreground && !c.verbose);
+        assert_eq!(c.command, ["sleep", "1"]);
+    }
+
+    #[test]
+    fn durations() {
+        let c = run("-t 1.5s -g 250ms cmd").unwrap();
+        assert_eq!(c.timeout, Some(Duration::from_millis(1_500)));
+        assert_eq!(c.grace, Timeout::After(Duration::from_millis(250)));
+        let c = run("--timeout=2m --grace=inf cmd").unwrap();
+        assert_eq!(c.timeout, Some(secs(120)));
+        assert_eq!(c.grace, Timeout::Never);
+        assert_eq!(c.ladder(c.grace).grace, None);
+        let c = run("-t0 -g0 cmd").unwrap();
+        assert_eq!(c.timeout, None, "--timeout 0 means no timeout");
+        assert_eq!(
+            c.grace,
+            Timeout::After(Duration::ZERO),
+            "--grace 0 means at once"
+        );
+        assert_eq!(run("-t inf cmd").unwrap().timeout, None);
+    }
+
+    #[test]
+    fn signals() {
+        let c = run("-s USR1 -k sigterm cmd").unwrap();
+        assert_eq!(c.signal, Some(Signal::USR1));
+        assert_eq!(c.kill_signal, Signal::TERM);
+        let c = run("--signal=2 --kill-signal RTMIN+1 cmd").unwrap();
+        assert_eq!(c.signal, Some(Signal::INT));
+        assert_eq!(c.kill_signal, Signal::parse("RTMIN+1").unwrap());
+        let l = c.ladder(Timeout::After(secs(3)));
+        assert_eq!(l.grace, Some(secs(3)));
+        assert_eq!(l.signal, Some(Signal::INT));
+    }
+
+    #[test]
+    fn on_wins_over_forward() {
+        let c = run("--on USR1,TERM --forward USR1,USR2,HUP cmd").unwrap();
+        assert_eq!(c.on, SigSet::of(&[Signal::USR1, Signal::TERM]));
+        assert_eq!(c.forward, SigSet::of(&[Signal::USR2, Signal::HUP]));
+        assert!(c.caught().contains(Signal::USR1) && c.caught().contains(Signal::HUP));
+        let c = run("-f TERM cmd").unwrap();
+        assert!(c.forward.is_empty(), "TERM is in the default --on");
+    }
+
+    #[test]
+    fn options_stop_at_command() {
+        let c = run("-v pgwrap -g 5 sleep 9").unwrap();
+        assert!(c.verbose);
+        assert_eq!(c.grace, Timeout::After(secs(10)));
+        assert_eq!(c.command, ["pgwrap", "-g", "5", "sleep", "9"]);
+        let c = run("-- -v x").unwrap();
+        assert_eq!(c.command, ["-v", "x"]);
+    }
+
+    #[test]
+    fn flags() {
+        let c = run("--preserve-status --foreground --pdeathsig none cmd").unwrap();
+        assert!(c.preserve_status && c.foreground);
+        assert_eq!(c.pdeathsig, None);
+        let c = run("--foreground --no-foreground --pdeathsig TERM cmd").unwrap();
+        assert!(!c.foreground);
+        assert_eq!(c.pdeathsig, Some(Signal::TERM));
+    }
+
+    #[test]
+    fn help_and_version() {
+        let p = |l: &str| parse(l.split_whitespace().map(OsString::from)).unwrap();
+        assert!(matches!(p("-h"), Parsed::Help(_)));
+        assert!(matches!(p("-g 5 --help cmd"), Parsed::Help(_)));
+        assert!(matches!(p("--version cmd"), Parsed::Version));
+    }
+
+    #[test]
+    fn rejects() {
+        for line in [
+            "",
+            "-v",
+            "-g 5",
+            "--bogus cmd",
+            "-x cmd",
+            "--grace",
+            "--grace 10x cmd",
+            "--grace -1 cmd",
+            "--grace=1e3 cmd",
+            "--timeout 1.2.3 cmd",
+            "--timeout 5S cmd",
+            "--signal FOO cmd",
+            "--signal 0 cmd",
+            "-k 99 cmd",
+            "--kill-signal RTMIN+99 cmd",
+            "--on KILL cmd",
+            "--on CHLD cmd",
+            "--on TERM,,INT cmd",
+            "--forward STOP cmd",
+            "--forward SIGFOO cmd",
+            "--pdeathsig bogus cmd",
+            "--preserve-status=yes cmd",
+            "--help=x cmd",
+        ] {
+            let r = parse(line.split_whitespace().map(OsString::from));
+            let e = r.err().unwrap_or_else(|| panic!("{line:?} should fail"));
+            assert_eq!(e.code, 125, "{line:?}");
+            assert!(!e.msg.contains('\n'), "{line:?}: {}", e.msg);
+        }
+    }
+
+    #[test]
+    fn bad_duration_message_names_the_option() {
+        let e = run("--grace 10x cmd").unwrap_err();
+        assert!(
+            e.msg.contains("'10x'") && e.msg.contains("--grace"),
+            "{}",
+            e.msg
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! graceful: run COMMAND in a new process group; on a stop trigger send the
+//! stop signal to the whole group, give every member the grace period, then
+//! send the kill signal to whatever is left.
+#![forbid(unsafe_code)]
+#![no_main]
+
+mod budget;
+mod config;
+mod machine;
+mod supervise;
+
+use machine::Machine;
+use pgkit::sigfd::SignalFd;
+use pgkit::spawn::{Isolation, Spawn};
+use pgkit::startup::{self, Startup};
+use pgkit::tty::{self, JobControl};
+use pgkit::{cli, exit, log, reap, verbose, Error, SigSet};
+use std::time::Instant;
+use supervise::Supervisor;
+
+pgkit::main!(run);
+
+fn run() -> ! {
+    let startup = Startup::get();
+    log::set_tool("graceful");
+    let config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
+    log::set_verbose(config.verbose);
+    let grace = budget::effective(config.grace, std::env::var_os(budget::VAR).as_deref());
+
+    let caught = SigSet::blockable().union(config.caught());
+    startup::block(caught);
+    let signals =
+        SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+    // Members whose parent dies are re-parented to graceful: their exits
+    // reach it as SIGCHLD, and it can reap them.
+    reap::become_subreaper().unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
+    let handed_over = config.foreground && tty::is_tty();
+    let mut spawn = Spawn::new(&config.command);
+    spawn
+        .isolation(Isolation::Group)
+        .pdeathsig(config.pdeathsig)
+        .foreground(handed_over);
+    match budget::export(grace) {
+        Some(ms) => spawn.env(budget::VAR, ms),
+        None => spawn.env_remove(budget::VAR),
+    };
+    let child = spawn.spawn(&startup).unwrap_or_else(|e| e.exit());
+    let machine = Machine::new(config.ladder(grace), config.timeout, Instant::now());
+    verbose!(
+        "started pid {} in a new process group; grace {grace}",
+        child.pid()
+    );
+
+    let jobs = JobControl { handed_over };
+    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs);
+    let status = supervisor.run();
+    let timed_out = supervisor.finish();
+    if timed_out && !config.preserve_status {
+        verbose!("COMMAND {status}; exiting 124 (--timeout fired)");
+        exit::exit_code(124)
+    }
+    exit::finish(status)
+}

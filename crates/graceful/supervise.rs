@@ -1,0 +1,197 @@
+//! The loop: one blocking call, then feed what happened to the ladder and
+//! carry out its actions.
+//!
+//! COMMAND, the group's leader, is kept unreaped until the whole group is
+//! gone, so the group's id stays COMMAND's and `kill(-pgid)` can never reach
+//! a stranger. Every wake-up has a cause: a signal (SIGCHLD included, which
+//! stands for the exit of a child or an adopted member), COMMAND's pidfd, a
+//! member's pidfd, or the machine's next deadline; with nothing armed the
+//! loop sleeps without a timeout.
+
+use crate::config::Config;
+use crate::machine::{Action, Event, Machine};
+use pgkit::child::Job;
+use pgkit::sigfd::{Received, SignalFd};
+use pgkit::tty::JobControl;
+use pgkit::{group, poll, reap, verbose, Child, Signal, Status, Target};
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+pub struct Supervisor<'a> {
+    config: &'a Config,
+    child: Child,
+    machine: Machine,
+    signals: SignalFd,
+    jobs: JobControl,
+    /// COMMAND is stopped (job control): a stop signal is followed by CONT.
+    stopped: bool,
+    /// Once COMMAND has exited: a live member of its group, watched by pidfd.
+    member: Option<group::Member>,
+}
+
+impl<'a> Supervisor<'a> {
+    pub fn new(
+        config: &'a Config,
+        child: Child,
+        machine: Machine,
+        signals: SignalFd,
+        jobs: JobControl,
+    ) -> Supervisor<'a> {
+        Supervisor {
+            config,
+            child,
+            machine,
+            signals,
+            jobs,
+            stopped: false,
+            member: None,
+        }
+    }
+
+    /// Run the ladder until the group is gone; COMMAND's status.
+    pub fn run(&mut self) -> Status {
+        loop {
+            // Drain first, then look at COMMAND: a stop that came before a
+            // stop request is known by the time the request is acted on.
+            let received = self.signals.drain();
+            self.watch_command();
+            for got in received {
+                self.on_signal(got);
+            }
+            let now = Instant::now();
+            if let Some(event) = self.machine.due(now) {
+                let what = if event == Event::Timeout {
+                    "--timeout reached"
+                } else {
+                    "grace over"
+                };
+                verbose!("{what}");
+                let actions = self.machine.on(event, now);
+                self.act(&actions);
+            }
+            for (pid, status) in reap::reap_except(Some(self.child.pid())).unwrap_or_default() {
+                verbose!("reaped adopted pid {pid}, {status}");
+            }
+            if let Some(status) = self.child.exit_status() {
+                self.watch_group(now);
+                if self.machine.is_done() {
+                    return status;
+                }
+            }
+            self.wait();
+        }
+    }
+
+    /// Reap COMMAND and anything left to reap, give the terminal back;
+    /// whether `--timeout` fired.
+    pub fn finish(mut self) -> bool {
+        self.jobs.release(self.child.pid());
+        self.child.reap();
+        let _ = reap::reap_except(None);
+        self.machine.timed_out()
+    }
+
+    /// COMMAND's exit (left unreaped) and its stops.
+    fn watch_command(&mut self) {
+        if self.child.exit_status().is_some() {
+            return;
+        }
+        if let Some(status) = self.child.poll_exit() {
+            verbose!("COMMAND {status}");
+            self.machine.on(Event::LeaderExited, Instant::now());
+            return;
+        }
+        match self.child.poll_job() {
+            Some(Job::Stopped(sig)) => {
+                self.stopped = true;
+                verbose!("COMMAND stopped by {sig}");
+                self.jobs.on_stop(&self.child, sig);
+            }
+            Some(Job::Continued) => self.stopped = false,
+            None => {}
+        }
+    }
+
+    /// After COMMAND's exit: is anyone of its group left?
+    fn watch_group(&mut self, now: Instant) {
+        let before = self.member.as_ref().map(|m| m.pid);
+        let pgid = self.child.pid();
+        self.member = group::live_member(pgid, pgid);
+        match &self.member {
+            None => {
+                verbose!("group {pgid} is gone");
+                self.machine.on(Event::GroupGone, now);
+            }
+            Some(m) if before != Some(m.pid) => {
+                verbose!("waiting for pid {} and the rest of group {pgid}", m.pid)
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// A signal received by graceful: a stop trigger, passed on, or dropped.
+    fn on_signal(&mut self, got: Received) {
+        let Received { signal, from, .. } = got;
+        let group = self.child.pid();
+        if signal == Signal::CHLD {
+            return;
+        }
+        if self.config.on.contains(signal) {
+            let actions = self.machine.on(Event::Trigger(signal), Instant::now());
+            verbose!("received {signal} from pid {from}: stop trigger");
+            if actions.is_empty() {
+                verbose!("the kill signal was already sent: nothing to add");
+            }
+            self.act(&actions);
+        } else if self.config.forward.contains(signal) {
+            match self.child.signal(Target::Group, signal) {
+                Ok(()) => verbose!("received {signal} from pid {from}: forwarded to group {group}"),
+                Err(e) => verbose!("received {signal} from pid {from}: cannot forward: {e}"),
+            }
+        } else {
+            verbose!("received {signal} from pid {from}: dropped");
+        }
+    }
+
+    /// Carry out the ladder's actions, in order.
+    fn act(&self, actions: &[Action]) {
+        let group = self.child.pid();
+        for &action in actions {
+            match action {
+                Action::SendGroup(sig) => match self.child.signal(Target::Group, sig) {
+                    Ok(()) => verbose!("sent {sig} to group {group}"),
+                    Err(e) => verbose!("cannot send {sig} to group {group}: {e}"),
+                },
+                // A stopped process acts on nothing but KILL until continued.
+                Action::ContinueIfStopped if self.stopped => {
+                    let _ = self.child.signal(Target::Group, Signal::CONT);
+                    verbose!("COMMAND is stopped: sent CONT to group {group}");
+                }
+                Action::ContinueIfStopped => {}
+                Action::ArmDeadline(at) => {
+                    let ms =
+                        (at.saturating_duration_since(Instant::now()).as_micros() + 500) / 1000;
+                    verbose!(
+                        "grace period started: {} in {ms} ms",
+                        self.config.kill_signal
+                    );
+                }
+            }
+        }
+    }
+
+    /// The one blocking call.
+    fn wait(&self) {
+        let mut fds = vec![self.signals.as_fd()];
+        if self.child.exit_status().is_none() {
+            // Readable for good once COMMAND has exited: then left out.
+            fds.extend(self.child.pidfd());
+        }
+        if let Some(fd) = self.member.as_ref().and_then(|m| m.pidfd.as_ref()) {
+            fds.push(fd.as_fd());
+        }
+        if let Err(e) = poll::wait(&fds, self.machine.deadline()) {
+            pgkit::warn!("poll failed: {e}");
+        }
+    }
+}
