@@ -16,6 +16,12 @@ mod docs;
 mod exit_status;
 /// pgwrap's forwarding, mapping, dropping and targets.
 mod forwarding;
+/// graceful's ladder: stop signal to the group, grace for every member, kill.
+mod grace;
+/// graceful's triggers, forwarding, GRACEFUL_GRACE_MS, bad input, man page.
+mod graceful_options;
+/// graceful on a terminal: Ctrl-C starts the ladder.
+mod graceful_tty;
 /// What COMMAND inherits: signal mask, ignored signals, file descriptors.
 mod inheritance;
 /// Terminal hand-over and job control, through tmux.

@@ -1,0 +1,483 @@
+//! graceful's stop ladder: the stop signal reaches the whole group, the grace
+//! covers every member (the leader's exit ends nothing), then the kill signal;
+//! the deadline is never early and never moved; `--timeout` exits 124.
+//!
+//! Timing: the lower bounds are exact. The test takes the time before it
+//! sends the trigger, and learns of a death through a pidfd opened while the
+//! process still ran, so "killed at or after trigger + grace" can only fail
+//! if graceful killed early. Upper bounds are loose.
+
+use crate::kit::{bin, Ready, Run, TIMEOUT};
+use crate::procfs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+/// How late a kill may come on a loaded machine before a test calls it lost.
+pub const SLACK: Duration = Duration::from_secs(10);
+
+/// `graceful OPTS -- sigprobe PROBE...`, stderr captured.
+pub fn graceful(opts: &[&str], probe: &[&str]) -> Run {
+    Run::new(bin("graceful"))
+        .args(opts)
+        .arg("--")
+        .arg(bin("sigprobe"))
+        .args(probe)
+        .stderr_piped()
+        .spawn()
+}
+
+/// `graceful OPTS -- sh -c SCRIPT`, stderr captured.
+pub fn graceful_sh(opts: &[&str], script: &str) -> Run {
+    Run::new(bin("graceful"))
+        .args(opts)
+        .args(["--", "sh", "-c", script])
+        .stderr_piped()
+        .spawn()
+}
+
+/// The sigprobe path, quoted for `sh -c`.
+pub fn probe_path() -> String {
+    format!("'{}'", bin("sigprobe").display())
+}
+
+pub fn kill(pid: i32, sig: i32) {
+    // SAFETY: plain kill(2) of a process the test started and that is unreaped.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill({pid}, {sig})");
+}
+
+/// The end of a process, seen through a pidfd opened while it ran: readable
+/// the moment it exits, even if it is not our child.
+pub struct Death {
+    pid: i32,
+    fd: OwnedFd,
+}
+
+impl Death {
+    pub fn watch(pid: i32) -> Death {
+        // SAFETY: pidfd_open with a pid and no flags returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+        assert!(
+            fd >= 0,
+            "pidfd_open({pid}): {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: a new descriptor nothing else owns.
+        Death {
+            pid,
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        }
+    }
+
+    fn poll(&self, timeout: Duration) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        n == 1
+    }
+
+    /// Has it exited (a zombie counts)?
+    pub fn happened(&self) -> bool {
+        self.poll(Duration::ZERO)
+    }
+
+    /// Wait for the exit; returns when it was seen (never before it happened).
+    pub fn wait(&self, timeout: Duration) -> Instant {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.poll(left) {
+                return Instant::now();
+            }
+            assert!(
+                !left.is_zero(),
+                "pid {} still alive after {timeout:?}",
+                self.pid
+            );
+        }
+    }
+}
+
+/// Assert that `pid` is alive now, if "now" is provably before `deadline`:
+/// the check is made only when the clock read after it is still earlier.
+fn alive_before(death: &Death, deadline: Instant, what: &str) {
+    let dead = death.happened();
+    if Instant::now() < deadline {
+        assert!(!dead, "{what} died before the deadline");
+    }
+}
+
+/// Sleep until `at` (no-op if it has passed).
+fn sleep_until(at: Instant) {
+    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+}
+
+fn got(run: &Run, sig: &str, pid: i32) -> usize {
+    let prefix = format!("got {sig} pid={pid} ");
+    run.lines_so_far()
+        .iter()
+        .filter(|l| l.starts_with(&prefix))
+        .count()
+}
+
+/// The leader (pid == pgid) and the other member of a two-process group.
+fn leader_and_member(readies: &[Ready]) -> (i32, i32) {
+    let leader = readies
+        .iter()
+        .find(|r| r.pid == r.pgid)
+        .expect("a leader")
+        .pid;
+    let member = readies
+        .iter()
+        .find(|r| r.pid != r.pgid)
+        .expect("a member")
+        .pid;
+    (leader, member)
+}
+
+#[test]
+fn term_to_graceful_reaches_every_member_of_the_group() {
+    let mut run = graceful(&[], &["--fork", "2"]);
+    let readies = run.expect_readies(3, TIMEOUT);
+    let pgid = readies[0].pgid;
+    assert_eq!(pgid, readies.iter().find(|r| r.role == "main").unwrap().pid);
+    assert!(readies.iter().all(|r| r.pgid == pgid), "{readies:?}");
+    assert_ne!(pgid, run.pgid(), "COMMAND has a group of its own");
+    run.signal(libc::SIGTERM);
+    for r in &readies {
+        run.expect_line(
+            &format!("got TERM pid={} from={}", r.pid, run.pid()),
+            TIMEOUT,
+        );
+    }
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn a_member_ignoring_term_is_killed_after_the_grace_and_never_before() {
+    let grace = Duration::from_millis(1500);
+    let mut run = graceful(
+        &["--grace", "1500ms"],
+        &["--exit-on", "none", "--fork", "1"],
+    );
+    let readies = run.expect_readies(2, TIMEOUT);
+    let deaths: Vec<Death> = readies.iter().map(|r| Death::watch(r.pid)).collect();
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    for r in &readies {
+        run.expect_line(&format!("got TERM pid={}", r.pid), TIMEOUT);
+    }
+    sleep_until(sent + grace - Duration::from_millis(200));
+    for d in &deaths {
+        alive_before(d, sent + grace, "a member ignoring TERM");
+    }
+    for d in &deaths {
+        let dead = d.wait(grace + SLACK);
+        assert!(
+            dead >= sent + grace,
+            "killed {:?} early",
+            sent + grace - dead
+        );
+    }
+    let status = run.wait_exit(TIMEOUT);
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "graceful ends as COMMAND did"
+    );
+    for r in &readies {
+        assert_eq!(got(&run, "TERM", r.pid), 1);
+    }
+}
+
+#[test]
+fn a_member_outliving_the_leader_is_killed_at_the_deadline() {
+    let grace = Duration::from_millis(1500);
+    let p = probe_path();
+    let script = format!("{p} --exit-on none & exec {p}");
+    let mut run = graceful_sh(&["--grace", "1500ms"], &script);
+    let (leader, member) = leader_and_member(&run.expect_readies(2, TIMEOUT));
+    let member_death = Death::watch(member);
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("exit pid={leader}"), TIMEOUT);
+    run.expect_line(&format!("got TERM pid={member}"), TIMEOUT);
+    // The leader is kept unreaped (its group id pinned) while a member runs,
+    // and the member, orphaned, is graceful's child now (the subreaper).
+    procfs::wait_until("the leader is a zombie", TIMEOUT, || {
+        procfs::is_zombie(leader)
+    });
+    procfs::wait_until("the member is adopted", TIMEOUT, || {
+        procfs::ppid(member) == Some(run.pid())
+    });
+    alive_before(&member_death, sent + grace, "the member");
+    assert!(procfs::is_zombie(leader) || member_death.happened());
+    let dead = member_death.wait(grace + SLACK);
+    assert!(
+        dead >= sent + grace,
+        "member killed {:?} early",
+        sent + grace - dead
+    );
+    // The leader exited 0 by itself: that is graceful's status.
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn without_a_trigger_graceful_waits_for_the_group_and_signals_nobody() {
+    let p = probe_path();
+    let mut run = graceful_sh(&[], &format!("{p} --sleep-ms 1500 & exit 3"));
+    let probe = run.expect_ready(TIMEOUT);
+    let leader = probe.pgid;
+    procfs::wait_until("the leader exited", TIMEOUT, || procfs::is_zombie(leader));
+    assert!(procfs::alive(probe.pid));
+    assert!(
+        run.try_exit().is_none(),
+        "graceful must wait for the member"
+    );
+    run.expect_line(&format!("exit pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(3));
+    assert!(
+        !run.lines_so_far().iter().any(|l| l.starts_with("got ")),
+        "{:?}",
+        run.lines_so_far()
+    );
+}
+
+#[test]
+fn repeated_term_is_passed_on_and_does_not_move_the_deadline() {
+    let grace = Duration::from_secs(4);
+    let mut run = graceful(&["--grace", "4s"], &["--exit-on", "none"]);
+    let probe = run.expect_ready(TIMEOUT);
+    let death = Death::watch(probe.pid);
+    let first = Instant::now();
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    sleep_until(first + grace / 2);
+    let second = Instant::now();
+    run.signal(libc::SIGTERM);
+    procfs::wait_until("the second TERM arrives", TIMEOUT, || {
+        got(&run, "TERM", probe.pid) == 2
+    });
+    let dead = death.wait(grace + SLACK);
+    assert!(dead >= first + grace, "the deadline was shortened");
+    // A restarted timer would have killed at second + grace or later.
+    assert!(
+        dead < second + grace,
+        "the deadline moved: killed {:?} after the first TERM",
+        dead - first
+    );
+    run.wait_exit(TIMEOUT);
+    assert_eq!(got(&run, "TERM", probe.pid), 2, "{:?}", run.lines_so_far());
+}
+
+#[test]
+fn grace_zero_kills_at_once_and_grace_inf_never() {
+    let mut run = graceful(&["--grace", "0"], &["--exit-on", "none"]);
+    run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait_exit(TIMEOUT).signal(), Some(libc::SIGKILL));
+
+    let mut run = graceful(&["--grace", "inf"], &["--exit-on", "none"]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(procfs::alive(probe.pid) && run.try_exit().is_none());
+    kill(probe.pid, libc::SIGKILL);
+    assert_eq!(run.wait_exit(TIMEOUT).signal(), Some(libc::SIGKILL));
+}
+
+#[test]
+fn kill_signal_replaces_kill_at_the_deadline() {
+    let grace = Duration::from_millis(500);
+    let mut run = graceful(
+        &["-g", "500ms", "--kill-signal", "USR2"],
+        &["--exit-on", "USR2"],
+    );
+    let probe = run.expect_ready(TIMEOUT);
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    run.expect_line(
+        &format!("got TERM pid={} from={}", probe.pid, run.pid()),
+        TIMEOUT,
+    );
+    run.expect_line(
+        &format!("got USR2 pid={} from={}", probe.pid, run.pid()),
+        TIMEOUT,
+    );
+    assert!(
+        Instant::now() >= sent + grace,
+        "USR2 came before the deadline"
+    );
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn the_stop_signal_is_the_trigger_unless_signal_says_otherwise() {
+    let mut run = graceful(&[], &["--exit-on", "HUP"]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGHUP);
+    run.expect_line(
+        &format!("got HUP pid={} from={}", probe.pid, run.pid()),
+        TIMEOUT,
+    );
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+
+    let mut run = graceful(&["--signal", "USR1"], &["--exit-on", "USR1"]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGTERM);
+    run.signal(libc::SIGINT);
+    run.expect_line(
+        &format!("got USR1 pid={} from={}", probe.pid, run.pid()),
+        TIMEOUT,
+    );
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let lines = run.lines_so_far();
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("got TERM") || l.starts_with("got INT")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn timeout_exits_124_and_never_fires_early() {
+    let start = Instant::now();
+    let mut run = graceful(&["--timeout", "500ms"], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.expect_line(
+        &format!("got TERM pid={} from={}", probe.pid, run.pid()),
+        TIMEOUT,
+    );
+    assert!(
+        start.elapsed() >= Duration::from_millis(500),
+        "TERM before --timeout"
+    );
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(124));
+
+    let mut run = graceful(&["-t", "200ms", "-s", "INT"], &["--exit-on", "INT"]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.expect_line(&format!("got INT pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(124));
+}
+
+#[test]
+fn timeout_with_preserve_status_exits_as_command() {
+    let mut run = graceful(&["-t", "200ms", "--preserve-status"], &["--exit-code", "7"]);
+    run.expect_line("got TERM", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(7));
+
+    // Killed after the grace: graceful dies of the same signal.
+    let mut run = graceful(
+        &["-t", "200ms", "-g", "300ms", "--preserve-status"],
+        &["--exit-on", "none"],
+    );
+    run.expect_line("got TERM", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).signal(), Some(libc::SIGKILL));
+
+    // Killed after the grace without --preserve-status: still 124.
+    let mut run = graceful(&["-t", "200ms", "-g", "300ms"], &["--exit-on", "none"]);
+    run.expect_line("got TERM", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(124));
+}
+
+#[test]
+fn timeout_zero_means_no_timeout() {
+    let mut run = graceful(&["--timeout", "0", "--grace", "0"], &["--sleep-ms", "500"]);
+    run.expect_line("exit pid=", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    assert!(!run.lines_so_far().iter().any(|l| l.starts_with("got ")));
+}
+
+#[test]
+fn a_stopped_command_is_continued_after_the_stop_signal() {
+    let mut run = graceful(&[], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    kill(probe.pid, libc::SIGSTOP);
+    procfs::wait_until("the probe is stopped", TIMEOUT, || {
+        procfs::is_stopped(probe.pid)
+    });
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn death_by_the_stop_signal_is_passed_on() {
+    let mut run = graceful_sh(&[], "exec sleep 30");
+    procfs::wait_until("sleep runs", TIMEOUT, || {
+        procfs::children_of(run.pid())
+            .iter()
+            .any(|&c| procfs::cmdline(c).is_some_and(|a| a.first().is_some_and(|s| s == "sleep")))
+    });
+    run.signal(libc::SIGTERM);
+    let status = run.wait_exit(TIMEOUT);
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    assert!(!status.core_dumped());
+}
+
+#[test]
+fn adopted_orphans_are_reaped_at_once() {
+    let p = probe_path();
+    let script = format!("({p} --sleep-ms 300 &); exec {p}");
+    let mut run = graceful_sh(&[], &script);
+    let readies = run.expect_readies(2, TIMEOUT);
+    let (leader, orphan) = leader_and_member(&readies);
+    run.expect_line(&format!("exit pid={orphan}"), TIMEOUT);
+    // The orphan was re-parented to graceful (the subreaper), which reaps it
+    // while COMMAND still runs.
+    procfs::wait_until("the orphan is reaped", TIMEOUT, || {
+        procfs::state(orphan).is_none()
+    });
+    assert!(procfs::alive(leader));
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn graceful_does_not_wake_up_while_idle_or_during_a_quiet_grace() {
+    let mut run = graceful(&["--grace", "60s"], &["--exit-on", "none"]);
+    let probe = run.expect_ready(TIMEOUT);
+    let pid = run.pid();
+    let quiet = |what: &str| {
+        // Let graceful finish what it was doing and go to sleep.
+        procfs::wait_until("graceful sleeps", TIMEOUT, || {
+            procfs::state(pid) == Some('S')
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let before = procfs::ctxt_switches(pid).unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        let after = procfs::ctxt_switches(pid).unwrap();
+        assert_eq!(before, after, "graceful woke up {what}");
+    };
+    quiet("before any trigger");
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    quiet("during the grace");
+}
+
+#[test]
+fn sigkill_of_graceful_kills_command_unless_pdeathsig_none() {
+    let mut run = graceful(&[], &["--exit-on", "none"]);
+    let probe = run.expect_ready(TIMEOUT);
+    let death = Death::watch(probe.pid);
+    run.signal(libc::SIGKILL);
+    death.wait(TIMEOUT);
+
+    let mut run = graceful(&["--pdeathsig", "none"], &["--exit-on", "none"]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGKILL);
+    run.wait_exit(TIMEOUT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        procfs::alive(probe.pid),
+        "--pdeathsig none must leave COMMAND running"
+    );
+    // Dropping `run` kills the probe by its announced pid.
+}
