@@ -11,6 +11,8 @@
 //! | `spawn`     | starting COMMAND in a new group or session                        |
 //! | `child`     | the started COMMAND: signal it, watch it, reap it                 |
 //! | `reap`      | reaping adopted children (subreaper and PID 1)                    |
+//! | `descend`   | finding and signalling every descendant, escapees included        |
+//! | `fork`      | a second process of the tool, and the pipes that link the two     |
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
 //! | `tty`       | handing the controlling terminal over and back                    |
@@ -32,9 +34,11 @@
 
 pub mod child;
 pub mod cli;
+pub mod descend;
 pub mod duration;
 pub mod error;
 pub mod exit;
+pub mod fork;
 pub mod group;
 pub mod log;
 pub mod poll;

@@ -1,0 +1,262 @@
+//! Every descendant of this process — also those that called `setsid()` or
+//! double-forked to escape — found and signalled without ever hitting a
+//! stranger, for the sweep a subreaper (or PID 1) makes once COMMAND is done.
+//!
+//! Finding: one pass over `/proc/*/stat` gives each process's parent; the
+//! tree is walked down from this process. As a subreaper, orphans of the
+//! tree are re-parented to us, so nothing inside the tree can leave it.
+//!
+//! Signalling, race-free:
+//! - a direct child stays ours until we reap it, so its pid cannot be given
+//!   to another process meanwhile: plain `kill(pid)` (the caller must not
+//!   reap between the walk and the signal — one thread, so it is easy);
+//! - a deeper descendant is opened as a pidfd (`pidfd_open`), then read
+//!   again in `/proc`: if the start time is the one the walk saw and its
+//!   parent is still in the tree, the pidfd names that very process, and
+//!   `pidfd_send_signal` cannot reach whoever gets the pid later.
+//!
+//! `/proc` must belong to this PID namespace: [`usable`] checks that
+//! `/proc/self` is our own pid (a container or `unshare --pid` without its
+//! own `/proc` shows the parent namespace's pids, which we must not signal).
+//! Without a usable `/proc` the walk returns `None` and the caller falls
+//! back (COMMAND's group, or `kill(-1)` as PID 1).
+
+use crate::child::waitid;
+use crate::signal::Signal;
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// One process as `/proc/PID/stat` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgid: i32,
+    /// Start time in clock ticks after boot: with the pid, names a process.
+    pub start: u64,
+    /// `R`, `S`, `D`, `T`, `t`, `Z`, ...
+    pub state: char,
+}
+
+impl Proc {
+    /// Exited and not yet reaped: nothing left to signal.
+    pub fn is_zombie(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+
+    /// Stopped by job control (it acts on nothing but KILL until continued).
+    pub fn is_stopped(&self) -> bool {
+        self.state == 'T'
+    }
+}
+
+/// Parse the text of `/proc/PID/stat`. The command name (field 2) may hold
+/// spaces and parentheses, so the fields are counted after the last `)`.
+pub fn parse_stat(text: &str) -> Option<Proc> {
+    let pid = text.split_once(' ')?.0.parse().ok()?;
+    let rest = text.get(text.rfind(')')? + 1..)?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // fields[0] is field 3 of proc(5) (state); starttime is field 22.
+    Some(Proc {
+        pid,
+        state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgid: fields.get(2)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// `/proc/PID/stat`, or `None` if there is no such process.
+pub fn stat(pid: i32) -> Option<Proc> {
+    if pid <= 0 {
+        return None;
+    }
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn own_pid() -> i32 {
+    std::process::id() as i32
+}
+
+/// Whether `/proc` is mounted and shows this PID namespace.
+pub fn usable() -> bool {
+    stat(own_pid()).is_some()
+        && std::fs::read_link("/proc/self")
+            .ok()
+            .and_then(|p| p.to_str()?.parse::<i32>().ok())
+            == Some(own_pid())
+}
+
+/// Every process of the system, from one pass over `/proc`.
+fn all() -> Option<Vec<Proc>> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    Some(
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(stat)
+            .collect(),
+    )
+}
+
+/// Every descendant of this process (children first, then theirs, ...),
+/// zombies included. `None` if `/proc` is not usable.
+pub fn descendants() -> Option<Vec<Proc>> {
+    if !usable() {
+        return None;
+    }
+    let mut by_parent: HashMap<i32, Vec<Proc>> = HashMap::new();
+    for p in all()? {
+        by_parent.entry(p.ppid).or_default().push(p);
+    }
+    let mut out = Vec::new();
+    let mut next = vec![own_pid()];
+    while !next.is_empty() {
+        let mut deeper = Vec::new();
+        for parent in next {
+            for p in by_parent.remove(&parent).unwrap_or_default() {
+                deeper.push(p.pid);
+                out.push(p);
+            }
+        }
+        next = deeper;
+    }
+    Some(out)
+}
+
+/// This process's children (zombies included), from
+/// `/proc/self/task/TID/children`. `None` if `/proc` is not usable.
+pub fn children() -> Option<Vec<i32>> {
+    if !usable() {
+        return None;
+    }
+    crate::reap::children()
+}
+
+/// Whether this process has any child at all, running or exited
+/// (`waitid` answers `ECHILD` when it has none).
+pub fn has_children() -> bool {
+    let flags = libc::WEXITED | libc::WNOWAIT;
+    !matches!(waitid(libc::P_ALL, 0, flags), Err(e) if e.raw_os_error() == Some(libc::ECHILD))
+}
+
+/// `pidfd_open(2)`: a close-on-exec descriptor that keeps naming this
+/// process, even after it exits and its pid is reused.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // (close-on-exec) or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `pidfd_send_signal(2)` with no siginfo (as `kill(2)` would send).
+pub fn pidfd_signal(fd: &OwnedFd, sig: Signal) -> io::Result<()> {
+    // SAFETY: a valid pidfd, a valid signal, a null siginfo and no flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig.raw(),
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What became of a signal meant for a descendant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// The process the walk saw got it.
+    Delivered,
+    /// That process is gone (or has left the tree): nothing was sent.
+    Gone,
+}
+
+/// Send `sig` to `p`, a descendant found by [`descendants`], without any
+/// chance of reaching another process that reused its pid. `tree` holds
+/// this process's pid and every pid of the walk `p` came from.
+pub fn signal(p: &Proc, sig: Signal, tree: &HashSet<i32>) -> io::Result<Sent> {
+    let esrch = |e: &io::Error| e.raw_os_error() == Some(libc::ESRCH);
+    if p.ppid == own_pid() {
+        // Our own unreaped child: the pid is pinned until we reap it.
+        // SAFETY: kill with a pid that cannot have been reused (see above).
+        if unsafe { libc::kill(p.pid, sig.raw()) } == 0 {
+            return Ok(Sent::Delivered);
+        }
+        let e = io::Error::last_os_error();
+        return if esrch(&e) { Ok(Sent::Gone) } else { Err(e) };
+    }
+    let fd = match pidfd_open(p.pid) {
+        Ok(fd) => Some(fd),
+        Err(e) if esrch(&e) => return Ok(Sent::Gone),
+        // No pidfd_open (kernel before 5.3): the check below then narrows
+        // the race to the instants between the read and the kill.
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => None,
+        Err(e) => return Err(e),
+    };
+    match stat(p.pid) {
+        Some(now)
+            if now.start == p.start && (now.ppid == own_pid() || tree.contains(&now.ppid)) => {}
+        _ => return Ok(Sent::Gone),
+    }
+    let r = match &fd {
+        Some(fd) => pidfd_signal(fd, sig),
+        // SAFETY: kill with a pid just checked to be the walked process.
+        None if unsafe { libc::kill(p.pid, sig.raw()) } == 0 => Ok(()),
+        None => Err(io::Error::last_os_error()),
+    };
+    match r {
+        Ok(()) => Ok(Sent::Delivered),
+        Err(e) if esrch(&e) => Ok(Sent::Gone),
+        Err(e) => Err(e),
+    }
+}
+
+/// `kill(-1, sig)`: as PID 1 of a PID namespace, every other process of the
+/// namespace — exactly our descendants. Only for PID 1: anywhere else it
+/// would reach every process the user may signal.
+pub fn signal_namespace(sig: Signal) -> io::Result<()> {
+    if !crate::reap::is_pid1() {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    // SAFETY: kill(-1) from PID 1 reaches only its own namespace.
+    if unsafe { libc::kill(-1, sig.raw()) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESRCH) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_names() {
+        let text = "42 (a) b (c)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 1 2 3";
+        let p = parse_stat(text).unwrap();
+        assert_eq!(
+            (p.pid, p.ppid, p.pgid, p.start, p.state),
+            (42, 7, 42, 98765, 'S')
+        );
+        assert!(parse_stat("42 (x) S 1").is_none());
+        assert!(parse_stat("").is_none());
+    }
+
+    #[test]
+    fn own_stat_and_proc() {
+        let me = stat(own_pid()).unwrap();
+        assert_eq!(me.pid, own_pid());
+        assert!(usable());
+        assert!(descendants().is_some());
+    }
+}
