@@ -1,0 +1,67 @@
+//! reap: run COMMAND as a child subreaper (or as init when PID 1), reap
+//! every zombie, kill what COMMAND leaves behind, then run the cleanup —
+//! even when reap's own process is SIGKILLed with its whole group.
+//!
+//! Outside PID 1, reap splits in two (guardian.rs): the front stays the
+//! process the caller started, the back owns COMMAND's tree and the cleanup
+//! (phases.rs). As PID 1 there is nothing to guard against (if PID 1 dies,
+//! the kernel kills its whole namespace), so reap runs as one process.
+#![forbid(unsafe_code)]
+
+mod config;
+mod guardian;
+mod outcome;
+mod phases;
+mod sweep;
+mod terminal;
+
+use config::Foreground;
+use guardian::{Detach, Split};
+use pgkit::sigfd::SignalFd;
+use pgkit::startup::{self, Startup};
+use pgkit::{cli, exit, log, reap, tty, verbose, Error, SigSet};
+use phases::{Back, Inbox};
+use terminal::Terminal;
+
+fn main() {
+    let startup = Startup::get();
+    log::set_tool("reap");
+    let config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
+    log::set_verbose(config.verbose);
+
+    let caught = SigSet::blockable().union(config.forward);
+    startup::block(caught);
+    let handed_over = match config.foreground {
+        Foreground::Auto => tty::we_are_foreground(),
+        Foreground::On => tty::is_tty(),
+        Foreground::Off => false,
+    };
+
+    let (link, stops) = if reap::is_pid1() {
+        verbose!("running as PID 1: reaping every orphan of the namespace");
+        (None, None)
+    } else {
+        // With a terminal on stdin the back stays in the caller's session
+        // (in a group of its own) so COMMAND can have the terminal; see
+        // reap(1), NOTES.
+        let detach = if tty::is_tty() {
+            Detach::Group
+        } else {
+            Detach::Session
+        };
+        match guardian::split(detach).unwrap_or_else(|e| e.exit()) {
+            Split::Front(front) => front.run(caught),
+            Split::Back(link, stops) => {
+                reap::become_subreaper()
+                    .unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
+                (Some(link), Some(stops))
+            }
+        }
+    };
+    let signals =
+        SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+    let inbox = Inbox::new(signals, link);
+    let terminal = Terminal::new(handed_over, stops);
+    let status = Back::new(&config, &startup, inbox, terminal, handed_over).run();
+    exit::finish(status)
+}

@@ -1,0 +1,474 @@
+//! The back's life, always in the same order:
+//!
+//! 1. Run: COMMAND runs; signals are passed on to its group; adopted
+//!    zombies are reaped as they appear. A stop request (TERM, INT, HUP or
+//!    QUIT, passed on) starts the grace: COMMAND's whole tree is killed if
+//!    COMMAND has not exited when it is over.
+//! 2. COMMAND exits (or could not be started).
+//! 3. Sweep: every remaining descendant gets the stop signal, then KILL
+//!    after the grace, until reap has no child left (`--keep-orphans`: they
+//!    are waited for instead). After a stop request the grace is the one
+//!    that started then: a stop request gives the whole tree `--grace`.
+//! 4. Cleanup: `/bin/sh -c CMD` in a new process group with `REAP_STATUS`,
+//!    `REAP_SIGNAL` and `REAP_CAUSE`; signals are logged, not passed on; only
+//!    `--cleanup-timeout` stops it. Its leftovers are swept in turn.
+//! 5. The final status: COMMAND's, or the cleanup's if COMMAND succeeded
+//!    and the cleanup failed.
+//!
+//! If the front dies (its pipe reaches end of file) during 1 or 3, COMMAND's
+//! tree is killed at once and the cleanup runs with `REAP_CAUSE=lost`.
+//!
+//! One thread; each wait is one `ppoll` on the signalfd, the front's pipe
+//! and (while it runs) the pidfd of COMMAND or the cleanup, with a deadline
+//! only while a grace or the cleanup's timeout runs.
+
+use crate::config::{stop_requests, Config};
+use crate::guardian::BackLink;
+use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
+use crate::sweep::Sweeper;
+use crate::terminal::Terminal;
+use pgkit::child::Job;
+use pgkit::sigfd::{Received, SignalFd};
+use pgkit::spawn::{Isolation, Spawn};
+use pgkit::startup::Startup;
+use pgkit::{descend, poll, reap, verbose, Child, Signal, Status, Target};
+use std::ffi::OsString;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::Instant;
+
+/// Something that happened to the back.
+enum Event {
+    /// A signal for reap: received by the back itself, or by the front and
+    /// handed over.
+    Signal(Received),
+    /// The front is gone.
+    FrontLost,
+}
+
+/// Where events come from: the back's own signalfd and the front's pipe.
+pub struct Inbox {
+    signals: SignalFd,
+    front: Option<BackLink>,
+}
+
+impl Inbox {
+    pub fn new(signals: SignalFd, front: Option<BackLink>) -> Inbox {
+        Inbox { signals, front }
+    }
+
+    /// Everything that happened since the last call (drained, not waited for).
+    fn take(&mut self) -> Vec<Event> {
+        let mut events: Vec<Event> = self
+            .signals
+            .drain()
+            .into_iter()
+            .map(Event::Signal)
+            .collect();
+        if let Some(front) = self.front.as_mut() {
+            let got = front.read();
+            events.extend(got.signals.into_iter().map(Event::Signal));
+            if got.lost {
+                events.push(Event::FrontLost);
+                self.front = None;
+            }
+        }
+        events
+    }
+
+    /// Sleep until a signal, a word from the front, `extra` readable, or
+    /// `deadline`.
+    fn wait(&self, extra: Option<BorrowedFd<'_>>, deadline: Option<Instant>) {
+        let mut fds = vec![self.signals.as_fd()];
+        fds.extend(self.front.as_ref().and_then(|f| f.fd()));
+        fds.extend(extra);
+        if let Err(e) = poll::wait(&fds, deadline) {
+            pgkit::warn!("poll failed: {e}");
+        }
+    }
+}
+
+/// How the sweep starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// `--keep-orphans`: wait for leftovers to exit on their own.
+    Wait,
+    /// Stop signal sent; KILL at the deadline (`None`: grace is `inf`).
+    Stop(Option<Instant>),
+    /// KILL to everything, until nothing is left.
+    Kill,
+}
+
+/// How phase 1 ended.
+enum RunEnd {
+    Exited,
+    GraceOver,
+    Lost,
+}
+
+pub struct Back<'a> {
+    config: &'a Config,
+    startup: &'a Startup,
+    inbox: Inbox,
+    terminal: Terminal,
+    sweeper: Sweeper,
+    handed_over: bool,
+    /// A stop request was passed on to COMMAND.
+    cancel: bool,
+    /// When the grace that a stop request started is over.
+    stop_deadline: Option<Instant>,
+    /// The front died.
+    lost: bool,
+}
+
+impl<'a> Back<'a> {
+    pub fn new(
+        config: &'a Config,
+        startup: &'a Startup,
+        inbox: Inbox,
+        terminal: Terminal,
+        handed_over: bool,
+    ) -> Back<'a> {
+        Back {
+            config,
+            startup,
+            inbox,
+            terminal,
+            sweeper: Sweeper::new(),
+            handed_over,
+            cancel: false,
+            stop_deadline: None,
+            lost: false,
+        }
+    }
+
+    /// Phases 1 to 5; returns reap's final status.
+    pub fn run(mut self) -> Status {
+        let started = Spawn::new(&self.config.command)
+            .isolation(Isolation::Group)
+            .foreground(self.handed_over)
+            .spawn(self.startup);
+        let status = match started {
+            Ok(mut child) => {
+                verbose!(
+                    "started pid {} in a new process group{}",
+                    child.pid(),
+                    if self.handed_over {
+                        ", terminal handed over"
+                    } else {
+                        ""
+                    }
+                );
+                let start = match self.watch(&mut child) {
+                    RunEnd::Exited if self.cancel => Stage::Stop(self.stop_deadline),
+                    RunEnd::Exited if self.config.keep_orphans => Stage::Wait,
+                    RunEnd::Exited => Stage::Stop(self.grace_from_now()),
+                    RunEnd::GraceOver | RunEnd::Lost => Stage::Kill,
+                };
+                self.sweep(Some(&mut child), start, true);
+                self.terminal.release(child.pid());
+                child
+                    .exit_status()
+                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
+            }
+            Err(e) => {
+                pgkit::warn!("{}", e.msg);
+                Status::Exited(e.code)
+            }
+        };
+        // Signals that arrived meanwhile still count (a stop request or the
+        // front's death before COMMAND could be started).
+        self.note_late_events();
+        let cause = Cause::of(self.cancel, self.lost, status);
+        verbose!(
+            "COMMAND {status}; every descendant is gone; cause: {}",
+            cause.name()
+        );
+        let cleanup = self.cleanup(status, cause);
+        let last = final_status(status, cleanup);
+        verbose!("exiting: {last}");
+        last
+    }
+
+    fn grace_from_now(&self) -> Option<Instant> {
+        self.config.grace().map(|g| Instant::now() + g)
+    }
+
+    /// Phase 1: until COMMAND exits, the grace after a stop request is
+    /// over, or the front is lost.
+    fn watch(&mut self, child: &mut Child) -> RunEnd {
+        loop {
+            for event in self.inbox.take() {
+                match event {
+                    Event::FrontLost => {
+                        self.lost = true;
+                        verbose!("the front process is gone: killing COMMAND's tree at once");
+                        return RunEnd::Lost;
+                    }
+                    Event::Signal(r) => self.pass_on(child, r),
+                }
+            }
+            self.reap_adopted(Some(child.pid()));
+            if let Some(status) = child.poll_exit() {
+                verbose!("COMMAND (pid {}) {status}", child.pid());
+                self.terminal.release(child.pid());
+                return RunEnd::Exited;
+            }
+            match child.poll_job() {
+                Some(Job::Stopped(sig)) => self.terminal.on_stop(child, sig),
+                Some(Job::Continued) => self.terminal.stopped = false,
+                None => {}
+            }
+            if self.stop_deadline.is_some_and(|d| Instant::now() >= d) {
+                verbose!("grace over: killing COMMAND's tree");
+                return RunEnd::GraceOver;
+            }
+            self.inbox.wait(child.pidfd(), self.stop_deadline);
+        }
+    }
+
+    /// A signal received while COMMAND runs: pass it on, or drop it.
+    fn pass_on(&mut self, child: &Child, r: Received) {
+        let Received {
+            signal: sig, from, ..
+        } = r;
+        if sig == Signal::CHLD {
+            return;
+        }
+        if sig == Signal::CONT {
+            self.terminal.on_continue(child);
+        }
+        if !self.config.forwards(sig) {
+            if sig != Signal::CONT {
+                verbose!("received {sig} from pid {from}: dropped");
+            }
+            return;
+        }
+        match child.signal(Target::Group, sig) {
+            Ok(()) => verbose!(
+                "received {sig} from pid {from}: forwarded to group {}",
+                child.pid()
+            ),
+            Err(e) => verbose!("received {sig} from pid {from}: cannot forward: {e}"),
+        }
+        if self.config.is_stop_request(sig) {
+            if !self.cancel {
+                self.cancel = true;
+                self.stop_deadline = self.grace_from_now();
+                verbose!(
+                    "stop requested: COMMAND's tree has {} to exit",
+                    self.config.grace
+                );
+            }
+            // A stopped process acts on nothing but KILL until continued.
+            if self.terminal.stopped {
+                let _ = child.signal(Target::Group, Signal::CONT);
+            }
+        }
+    }
+
+    /// Reap every exited child but `keep` (COMMAND or the cleanup, kept
+    /// unreaped while its group may be signalled).
+    fn reap_adopted(&mut self, keep: Option<i32>) {
+        match reap::reap_except(keep) {
+            Ok(reaped) => {
+                for (pid, status) in reaped {
+                    verbose!("reaped pid {pid} ({status})");
+                    self.sweeper.forget(pid);
+                }
+            }
+            Err(e) => pgkit::warn!("unable to reap: {e}"),
+        }
+    }
+
+    /// Phase 3 (and the cleanup's own leftovers): signal the tree stage by
+    /// stage until no child is left. `pinned` is COMMAND or the cleanup;
+    /// it is reaped here. `for_command`: COMMAND's leftovers (phase 3),
+    /// where the front's death kills at once and a stop request ends a
+    /// `--keep-orphans` wait; the cleanup's leftovers are not interrupted.
+    fn sweep(&mut self, mut pinned: Option<&mut Child>, start: Stage, for_command: bool) {
+        let mut stage = start;
+        self.sweeper.reset();
+        let pinned_ref = pinned.as_deref();
+        match stage {
+            Stage::Wait => verbose!("waiting for leftovers to exit (--keep-orphans)"),
+            Stage::Stop(_) => self.sweeper.round(self.config.signal, pinned_ref),
+            Stage::Kill => self.sweeper.round(Signal::KILL, pinned_ref),
+        }
+        let mut group_killed = stage == Stage::Kill;
+        loop {
+            for event in self.inbox.take() {
+                match event {
+                    Event::FrontLost => {
+                        self.lost = true;
+                        if for_command && stage != Stage::Kill {
+                            verbose!("the front process is gone: killing every descendant at once");
+                            stage = Stage::Kill;
+                            self.sweeper.reset();
+                            self.sweeper.round(Signal::KILL, pinned.as_deref());
+                            group_killed = true;
+                        }
+                    }
+                    Event::Signal(r) if r.signal == Signal::CHLD => {}
+                    Event::Signal(r)
+                        if for_command
+                            && stage == Stage::Wait
+                            && stop_requests().contains(r.signal) =>
+                    {
+                        verbose!(
+                            "received {} from pid {}: stopping the leftovers",
+                            r.signal,
+                            r.from
+                        );
+                        self.cancel = true;
+                        stage = Stage::Stop(self.grace_from_now());
+                        self.sweeper.round(self.config.signal, pinned.as_deref());
+                    }
+                    Event::Signal(r) => {
+                        verbose!("received {} from pid {}: not passed on", r.signal, r.from)
+                    }
+                }
+            }
+            let keep = pinned.as_ref().filter(|c| !c.is_reaped()).map(|c| c.pid());
+            self.reap_adopted(keep);
+            if let Some(child) = pinned.as_deref_mut() {
+                // The leader stays pinned only while its group is how
+                // leftovers are reached, and until the group got its KILL.
+                let hold = self.sweeper.needs_pin()
+                    && !group_killed
+                    && matches!(stage, Stage::Stop(Some(_)));
+                if child.poll_exit().is_some() && !hold {
+                    child.reap();
+                    self.sweeper.forget(child.pid());
+                    pinned = None;
+                }
+            }
+            if pinned.is_none() && !descend::has_children() {
+                return;
+            }
+            let keep = pinned.as_ref().map(|c| c.pid());
+            match stage {
+                Stage::Stop(Some(deadline)) if Instant::now() >= deadline => {
+                    verbose!("grace over: killing every descendant left");
+                    stage = Stage::Kill;
+                    self.sweeper.reset();
+                    self.sweeper.round(Signal::KILL, pinned.as_deref());
+                    group_killed = true;
+                    continue;
+                }
+                Stage::Stop(_) if self.sweeper.new_children(keep) => {
+                    self.sweeper.round(self.config.signal, pinned.as_deref())
+                }
+                Stage::Kill if self.sweeper.new_children(keep) => {
+                    self.sweeper.round(Signal::KILL, pinned.as_deref())
+                }
+                _ => {}
+            }
+            let deadline = match stage {
+                Stage::Stop(d) => d,
+                _ => None,
+            };
+            let running = pinned.as_ref().filter(|c| c.exit_status().is_none());
+            self.inbox.wait(running.and_then(|c| c.pidfd()), deadline);
+        }
+    }
+
+    /// Events that came after the last look (before the cleanup starts).
+    fn note_late_events(&mut self) {
+        for event in self.inbox.take() {
+            match event {
+                Event::FrontLost => self.lost = true,
+                Event::Signal(r) if r.signal == Signal::CHLD => {}
+                Event::Signal(r) => {
+                    verbose!("received {} from pid {}: not passed on", r.signal, r.from)
+                }
+            }
+        }
+    }
+
+    /// Phase 4: the cleanup, with its leftovers swept after it. Returns its
+    /// status (`None` without `--cleanup`).
+    fn cleanup(&mut self, status: Status, cause: Cause) -> Option<Status> {
+        let cmd = self.config.cleanup.clone()?;
+        let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), cmd];
+        let mut spawn = Spawn::new(&argv);
+        spawn.isolation(Isolation::Group);
+        for (key, value) in cleanup_env(status, cause) {
+            spawn.env(key, value);
+        }
+        if self.config.exec_cleanup {
+            // Signals read now are not left pending for the cleanup's image.
+            self.note_late_events();
+            verbose!("cleanup: executing in place (pid {})", std::process::id());
+            let e = spawn.exec(self.startup);
+            pgkit::warn!("cleanup: {}", e.msg);
+            return Some(Status::Exited(e.code));
+        }
+        let mut child = match spawn.spawn(self.startup) {
+            Ok(child) => child,
+            Err(e) => {
+                pgkit::warn!("cleanup: {}", e.msg);
+                return Some(Status::Exited(e.code));
+            }
+        };
+        verbose!("cleanup started: pid {}", child.pid());
+        let deadline = self
+            .config
+            .cleanup_timeout
+            .duration()
+            .map(|d| Instant::now() + d);
+        let mut timed_out = false;
+        let mut hinted = false;
+        loop {
+            for event in self.inbox.take() {
+                match event {
+                    Event::FrontLost => {
+                        self.lost = true;
+                        verbose!("the front process is gone; the cleanup goes on");
+                    }
+                    Event::Signal(r) if r.signal == Signal::CHLD => {}
+                    Event::Signal(r) => verbose!(
+                        "received {} from pid {} during the cleanup: not passed on",
+                        r.signal,
+                        r.from
+                    ),
+                }
+            }
+            self.reap_adopted(Some(child.pid()));
+            if child.poll_exit().is_some() {
+                break;
+            }
+            if let Some(Job::Stopped(sig)) = child.poll_job() {
+                if !hinted && (sig == Signal::TTIN || sig == Signal::TTOU) {
+                    hinted = true;
+                    pgkit::warn!(
+                        "the cleanup (pid {}) is stopped by SIG{sig}: it used the terminal from the \
+                         background; give it other input and output (e.g. < /dev/null)",
+                        child.pid()
+                    );
+                }
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                timed_out = true;
+                pgkit::warn!(
+                    "the cleanup ran longer than --cleanup-timeout {}: stopping it (status 124)",
+                    self.config.cleanup_timeout
+                );
+                break;
+            }
+            self.inbox.wait(child.pidfd(), deadline);
+        }
+        let start = match () {
+            _ if timed_out => Stage::Stop(self.grace_from_now()),
+            _ if self.config.keep_orphans => Stage::Wait,
+            _ => Stage::Stop(self.grace_from_now()),
+        };
+        self.sweep(Some(&mut child), start, false);
+        let result = if timed_out {
+            CLEANUP_TIMED_OUT
+        } else {
+            child.exit_status()?
+        };
+        verbose!("cleanup {result}");
+        Some(result)
+    }
+}

@@ -1,0 +1,188 @@
+//! The leftovers: every descendant still there once COMMAND (or the
+//! cleanup) has exited, signalled round by round.
+//!
+//! A round walks the whole tree (`pgkit::descend`) and signals each live
+//! process not yet signalled in this stage. Between rounds the back sleeps
+//! until SIGCHLD: when a process of the tree dies, its children are
+//! re-parented to us (we are the subreaper), and each wake only compares our
+//! direct children with the processes already signalled — a new one (forked
+//! after the walk, or re-parented from deeper down than the walk could see)
+//! calls for another round. So the sweep ends, and reap with it, only when
+//! `waitid` reports no child at all.
+//!
+//! Without a usable `/proc` (not mounted, or another PID namespace's) the
+//! tree cannot be listed. reap then says so on stderr and does what is still
+//! safe: as PID 1, `kill(-1)` reaches exactly its namespace; otherwise
+//! COMMAND's group is signalled while COMMAND is kept unreaped (so the
+//! group's id cannot be reused), and any other descendant is waited for.
+
+use pgkit::descend::{self, Proc, Sent};
+use pgkit::{reap, verbose, Child, Signal, Target};
+use std::collections::{HashMap, HashSet};
+
+/// How the tree is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finder {
+    /// `/proc` walk: every descendant.
+    Proc,
+    /// No `/proc`, PID 1: `kill(-1)`.
+    Namespace,
+    /// No `/proc`: COMMAND's group only.
+    Group,
+}
+
+/// A process signalled in the current stage.
+struct Mark {
+    start: u64,
+    /// Our own child when marked (or checked since).
+    direct: bool,
+}
+
+pub struct Sweeper {
+    pub finder: Finder,
+    marks: HashMap<i32, Mark>,
+    warned: bool,
+}
+
+impl Sweeper {
+    pub fn new() -> Sweeper {
+        let finder = if descend::usable() {
+            Finder::Proc
+        } else if reap::is_pid1() {
+            Finder::Namespace
+        } else {
+            Finder::Group
+        };
+        Sweeper {
+            finder,
+            marks: HashMap::new(),
+            warned: false,
+        }
+    }
+
+    /// A new stage (stop signal, then KILL): nobody is marked yet.
+    pub fn reset(&mut self) {
+        self.marks.clear();
+    }
+
+    /// A child of ours was reaped: its pid may be reused from now on.
+    pub fn forget(&mut self, pid: i32) {
+        self.marks.remove(&pid);
+    }
+
+    /// Whether the group of `pinned` must stay pinned (unreaped leader):
+    /// only where the group is how leftovers are reached.
+    pub fn needs_pin(&self) -> bool {
+        self.finder == Finder::Group
+    }
+
+    /// Send `sig` to every live descendant not yet marked in this stage
+    /// (a stopped one also gets CONT, so it can act on a stop signal).
+    /// `pinned` is COMMAND or the cleanup, when still unreaped.
+    pub fn round(&mut self, sig: Signal, pinned: Option<&Child>) {
+        match self.finder {
+            Finder::Proc => self.proc_round(sig),
+            Finder::Namespace => {
+                self.warn_once("signalling every process of the PID namespace instead");
+                match descend::signal_namespace(sig) {
+                    Ok(()) => verbose!("sent {sig} to every process of the namespace"),
+                    Err(e) => pgkit::warn!("unable to send {sig} to the namespace: {e}"),
+                }
+                if sig != Signal::KILL {
+                    let _ = descend::signal_namespace(Signal::CONT);
+                }
+            }
+            Finder::Group => {
+                self.warn_once(
+                    "only COMMAND's process group can be signalled; other leftovers are waited for",
+                );
+                if let Some(child) = pinned.filter(|c| !c.is_reaped()) {
+                    match child.signal(Target::Group, sig) {
+                        Ok(()) => verbose!("sent {sig} to group {}", child.pid()),
+                        Err(e) => verbose!("unable to send {sig} to group {}: {e}", child.pid()),
+                    }
+                    if sig != Signal::KILL {
+                        let _ = child.signal(Target::Group, Signal::CONT);
+                    }
+                }
+            }
+        }
+    }
+
+    fn warn_once(&mut self, what: &str) {
+        if !self.warned {
+            self.warned = true;
+            pgkit::warn!("/proc is not usable (not mounted, or another PID namespace's): {what}");
+        }
+    }
+
+    fn proc_round(&mut self, sig: Signal) {
+        let Some(tree) = descend::descendants() else {
+            self.finder = if reap::is_pid1() {
+                Finder::Namespace
+            } else {
+                Finder::Group
+            };
+            return;
+        };
+        let me = std::process::id() as i32;
+        let pids: HashSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
+        for p in tree.iter().filter(|p| !p.is_zombie()) {
+            if self.marks.get(&p.pid).is_some_and(|m| m.start == p.start) {
+                continue;
+            }
+            self.send(p, sig, &pids);
+            self.marks.insert(
+                p.pid,
+                Mark {
+                    start: p.start,
+                    direct: p.ppid == me,
+                },
+            );
+        }
+    }
+
+    fn send(&self, p: &Proc, sig: Signal, tree: &HashSet<i32>) {
+        match descend::signal(p, sig, tree) {
+            Ok(Sent::Delivered) => {
+                verbose!(
+                    "sent {sig} to pid {} (parent {}, group {})",
+                    p.pid,
+                    p.ppid,
+                    p.pgid
+                );
+                if p.is_stopped() && sig != Signal::KILL && sig != Signal::CONT {
+                    let _ = descend::signal(p, Signal::CONT, tree);
+                }
+            }
+            Ok(Sent::Gone) => {}
+            Err(e) => pgkit::warn!("unable to send {sig} to pid {}: {e}", p.pid),
+        }
+    }
+
+    /// Whether a child of ours has appeared that this stage has not
+    /// signalled (forked after the last walk, or re-parented to us from a
+    /// depth the walk did not see). Cheap: one read of our children list,
+    /// and a start-time check only for a process first seen deeper down.
+    pub fn new_children(&mut self, except: Option<i32>) -> bool {
+        if self.finder != Finder::Proc {
+            return false;
+        }
+        let Some(children) = descend::children() else {
+            return false;
+        };
+        let mut new = false;
+        for pid in children.into_iter().filter(|&p| Some(p) != except) {
+            match self.marks.get_mut(&pid) {
+                Some(m) if m.direct => {}
+                Some(m) => match descend::stat(pid) {
+                    Some(p) if p.start == m.start => m.direct = true,
+                    Some(p) if p.is_zombie() => {}
+                    _ => new = true,
+                },
+                None => new = new || descend::stat(pid).is_some_and(|p| !p.is_zombie()),
+            }
+        }
+        new
+    }
+}
