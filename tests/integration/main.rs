@@ -26,3 +26,15 @@ mod graceful_tty;
 mod inheritance;
 /// Terminal hand-over and job control, through tmux.
 mod terminal;
+/// reap: orphans reaped, leftovers (escapees included) stopped then killed.
+mod reaping;
+/// reap's cleanup: order, environment, shielding, timeout, exit status.
+mod cleanup;
+/// reap's guarantee: the cleanup runs when reap's group is SIGKILLed.
+mod reap_guarantee;
+/// reap as PID 1 of a PID namespace.
+mod reap_pid1;
+/// reap's bad input, help, version and man page.
+mod reap_options;
+/// Helpers for the reap tests.
+mod reap_kit;

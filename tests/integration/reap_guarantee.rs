@@ -1,0 +1,79 @@
+//! The guarantee: the cleanup runs even when the process the supervisor
+//! started is SIGKILLed, alone or with its whole process group (how a CI
+//! agent ends a cancelled job). COMMAND's tree is then killed at once, with
+//! no grace, and the cleanup sees REAP_CAUSE=lost.
+
+use crate::kit::{temp_dir, TIMEOUT};
+use crate::procfs;
+use crate::reap_kit::{back_of, reap, sigprobe, Guard};
+use std::time::{Duration, Instant};
+
+/// Start reap (leader of its own group) over a tree of three sigprobes —
+/// COMMAND, a child in its group, a setsid escapee — kill it with `kill`,
+/// and check the cleanup's marker and that nothing of the tree is left.
+fn killed_front_still_cleans_up(kill: impl FnOnce(&mut crate::kit::Run)) {
+    let dir = temp_dir("reap-lost");
+    let marker = dir.join("marker");
+    let cleanup = format!(
+        "echo \"cause=$REAP_CAUSE status=$REAP_STATUS signal=$REAP_SIGNAL\" > {}",
+        marker.display()
+    );
+    // A grace far longer than the test's patience: "at once" means no grace.
+    let mut run = reap(["--grace", "120s", "-c", &cleanup, "--"])
+        .args([
+            sigprobe(),
+            "--fork".into(),
+            "1".into(),
+            "--escape".into(),
+            "1".into(),
+        ])
+        .spawn();
+    let readies = run.expect_readies(3, TIMEOUT);
+    assert!(readies
+        .iter()
+        .any(|r| r.role == "escapee" && r.sid == r.pid));
+    let back = back_of(run.pid());
+    let mut guard = Guard::new();
+    guard.watch_tree(back);
+    for r in &readies {
+        guard.watch(r.pid);
+    }
+    let back_start = procfs::start_time(back).unwrap();
+
+    let t0 = Instant::now();
+    kill(&mut run);
+    run.wait_exit(TIMEOUT);
+    procfs::wait_until("the cleanup's marker", TIMEOUT, || {
+        std::fs::read_to_string(&marker).is_ok_and(|s| s.ends_with('\n'))
+    });
+    assert!(t0.elapsed() < Duration::from_secs(60), "not at once");
+    let text = std::fs::read_to_string(&marker).unwrap();
+    assert_eq!(text.trim(), "cause=lost status=137 signal=KILL");
+    for r in &readies {
+        assert!(
+            procfs::start_time(r.pid).is_none(),
+            "{} ({}) is still there after the cleanup started",
+            r.pid,
+            r.role
+        );
+    }
+    procfs::wait_until("the subreaper process exits", TIMEOUT, || {
+        procfs::start_time(back) != Some(back_start) || procfs::is_zombie(back)
+    });
+    let lines = run.lines_so_far();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("got ")),
+        "the tree was signalled before KILL: {lines:?}"
+    );
+    drop(guard);
+}
+
+#[test]
+fn sigkill_to_reaps_whole_group_still_runs_the_cleanup() {
+    killed_front_still_cleans_up(|run| run.signal_group(libc::SIGKILL));
+}
+
+#[test]
+fn sigkill_to_reap_alone_still_runs_the_cleanup() {
+    killed_front_still_cleans_up(|run| run.signal(libc::SIGKILL));
+}

@@ -1,0 +1,124 @@
+//! Helpers shared by the reap tests: the subreaper process behind the front,
+//! and a guard that kills by PID whatever a test saw of a tree that may have
+//! left the front (the back and the cleanup outlive a killed front).
+
+#![allow(dead_code)]
+
+use crate::kit::{bin, Run, RunBuilder, TIMEOUT};
+use crate::procfs;
+use std::time::Duration;
+
+/// The sigprobe binary, as a string for shell scripts.
+pub fn sigprobe() -> String {
+    bin("sigprobe").display().to_string()
+}
+
+/// `reap ARGS...` as a [`RunBuilder`].
+pub fn reap<I, S>(args: I) -> RunBuilder
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Run::new(bin("reap")).args(args)
+}
+
+/// The back (the subreaper process) of a running reap front.
+pub fn back_of(front: i32) -> i32 {
+    let mut back = 0;
+    procfs::wait_until("reap's subreaper process exists", TIMEOUT, || {
+        back = procfs::children_of(front).first().copied().unwrap_or(0);
+        back > 0
+    });
+    back
+}
+
+/// Zombie children of `pid`.
+pub fn zombies_of(pid: i32) -> Vec<i32> {
+    procfs::children_of(pid)
+        .into_iter()
+        .filter(|&p| procfs::is_zombie(p))
+        .collect()
+}
+
+/// The process still exists as the one recorded (same start time), zombie
+/// or not.
+pub fn same_process(pid: i32, start: u64) -> bool {
+    procfs::start_time(pid) == Some(start)
+}
+
+/// Processes a test saw, SIGKILLed by PID on drop if they are still the
+/// same processes (start time checked), pass or fail.
+#[derive(Default)]
+pub struct Guard {
+    procs: Vec<(i32, u64)>,
+}
+
+impl Guard {
+    pub fn new() -> Guard {
+        Guard::default()
+    }
+
+    /// Remember `pid` (as it is now).
+    pub fn watch(&mut self, pid: i32) {
+        if let Some(start) = procfs::start_time(pid) {
+            if !self.procs.iter().any(|&(p, _)| p == pid) {
+                self.procs.push((pid, start));
+            }
+        }
+    }
+
+    /// Remember `pid` and all its descendants.
+    pub fn watch_tree(&mut self, pid: i32) {
+        self.watch(pid);
+        for p in procfs::descendants(pid) {
+            self.watch(p);
+        }
+    }
+
+    /// The remembered processes that still exist and are not zombies.
+    pub fn alive(&self) -> Vec<i32> {
+        self.procs
+            .iter()
+            .filter(|&&(p, s)| same_process(p, s) && procfs::alive(p))
+            .map(|&(p, _)| p)
+            .collect()
+    }
+
+    /// The remembered processes that still exist at all (zombies included).
+    pub fn existing(&self) -> Vec<i32> {
+        self.procs
+            .iter()
+            .filter(|&&(p, s)| same_process(p, s))
+            .map(|&(p, _)| p)
+            .collect()
+    }
+
+    /// Wait until none of the remembered processes exists any more.
+    pub fn wait_all_gone(&self, what: &str, timeout: Duration) {
+        procfs::wait_until(what, timeout, || self.existing().is_empty());
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        for &(pid, start) in &self.procs {
+            if same_process(pid, start) {
+                // SAFETY: plain syscall; the start time was checked just now.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// The value after `key=` in a line such as `trap=123` or `ready pid=4`.
+pub fn field(line: &str, key: &str) -> i32 {
+    let pat = format!("{key}=");
+    let at = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no {pat} in {line:?}"));
+    line[at + pat.len()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {pat} in {line:?}"))
+}

@@ -1,0 +1,63 @@
+//! reap as PID 1 of a PID namespace (`unshare --pid --fork`), as in a
+//! container: orphans of the whole namespace are reaped, a TERM (which the
+//! kernel would otherwise ignore for PID 1) is passed on, and a death by
+//! TERM is reported as 128+15.
+
+use crate::kit::{bin, Run, TIMEOUT};
+use crate::procfs;
+use crate::reap_kit::zombies_of;
+use std::time::Duration;
+
+/// reap's pid (in our namespace): unshare's only child.
+fn inner_init(unshare: i32) -> i32 {
+    let mut pid = 0;
+    procfs::wait_until("unshare's child exists", TIMEOUT, || {
+        pid = procfs::children_of(unshare).first().copied().unwrap_or(0);
+        pid > 0
+            && procfs::cmdline(pid).is_some_and(|c| c.first().is_some_and(|a| a.ends_with("reap")))
+    });
+    pid
+}
+
+#[test]
+fn as_pid1_reaps_orphans_and_exits_on_term_with_143() {
+    let script =
+        "i=0; while [ $i -lt 20 ]; do (sleep 1 &); i=$((i+1)); done; echo made; exec sleep 1000";
+    let mut run = Run::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(bin("reap"))
+        .args(["--", "sh", "-c", script])
+        .spawn();
+    let reap = inner_init(run.pid());
+    run.expect_line("made", TIMEOUT);
+    procfs::wait_until("orphans are re-parented to PID 1", TIMEOUT, || {
+        procfs::children_of(reap).len() > 1
+    });
+    procfs::wait_until(
+        "orphans exited and were reaped",
+        Duration::from_secs(20),
+        || procfs::children_of(reap).len() == 1 && zombies_of(reap).is_empty(),
+    );
+    // SAFETY: plain syscall; reap is unshare's unreaped child (pinned).
+    unsafe { libc::kill(reap, libc::SIGTERM) };
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(128 + libc::SIGTERM));
+}
+
+#[test]
+fn as_pid1_without_its_own_proc_sweeps_with_kill_minus_one() {
+    // Without --mount-proc, /proc shows the parent namespace: reap must not
+    // use its pids, and falls back to kill(-1), which as PID 1 reaches
+    // exactly its namespace.
+    let mut run = Run::new("unshare")
+        .args(["--pid", "--fork"])
+        .arg(bin("reap"))
+        .args(["-c", "echo cleanup ran", "--", "sh", "-c"])
+        .arg("setsid sleep 1000 & sleep 1000 & echo made")
+        .stderr_piped()
+        .spawn();
+    run.expect_line("made", TIMEOUT);
+    run.expect_line("cleanup ran", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let err = run.stderr_all();
+    assert!(err.contains("/proc is not usable"), "{err}");
+}

@@ -1,0 +1,197 @@
+//! reap as a child subreaper: orphans are adopted and reaped as they appear;
+//! once COMMAND exits, every leftover descendant — setsid escapees and
+//! double-forked orphans included — gets the stop signal, then KILL after
+//! `--grace`; reap exits only when none is left.
+
+use crate::kit::TIMEOUT;
+use crate::procfs;
+use crate::reap_kit::{back_of, field, reap, sigprobe, zombies_of, Guard};
+use std::time::{Duration, Instant};
+
+#[test]
+fn orphans_are_adopted_and_reaped_with_no_zombie_left() {
+    let script = "sh -c 'sleep 2 & echo orphan=$!'; exec \"$0\"";
+    let mut run = reap(["--", "sh", "-c", script, &sigprobe()]).spawn();
+    let mut guard = Guard::new();
+    let orphan = field(&run.expect_line("orphan=", TIMEOUT), "orphan");
+    guard.watch(orphan);
+    let probe = run.expect_ready(TIMEOUT);
+    let back = probe.ppid;
+    assert_eq!(
+        back,
+        back_of(run.pid()),
+        "COMMAND's parent is reap's subreaper"
+    );
+    procfs::wait_until("the orphan is re-parented to reap", TIMEOUT, || {
+        procfs::ppid(orphan) == Some(back) || !procfs::alive(orphan)
+    });
+    procfs::wait_until("the orphan has exited and was reaped", TIMEOUT, || {
+        procfs::state(orphan).is_none()
+    });
+    assert!(
+        zombies_of(back).is_empty(),
+        "zombies: {:?}",
+        zombies_of(back)
+    );
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn two_thousand_double_forked_orphans_leave_no_zombie() {
+    let script =
+        "i=0; while [ $i -lt 2000 ]; do (true &); i=$((i+1)); done; echo made; exec \"$0\"";
+    let mut run = reap(["--", "sh", "-c", script, &sigprobe()])
+        .watchdog(Duration::from_secs(240))
+        .spawn();
+    run.expect_line("made", Duration::from_secs(180));
+    let probe = run.expect_ready(TIMEOUT);
+    let back = probe.ppid;
+    procfs::wait_until("no zombie under reap", Duration::from_secs(30), || {
+        zombies_of(back).is_empty()
+    });
+    assert_eq!(
+        procfs::children_of(back),
+        [probe.pid],
+        "only COMMAND is left"
+    );
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn leftover_trapping_term_exits_and_one_ignoring_it_is_killed_after_grace() {
+    // Three leftovers: one exits on TERM, one ignores it, one escaped into a
+    // session of its own. COMMAND waits until they are ready, then exits.
+    let script = "\"$0\" & echo trap=$!; \"$0\" --ignore TERM & echo ignore=$!; \
+                  setsid \"$0\" & echo escapee=$!; read x";
+    let grace = Duration::from_millis(1500);
+    let mut run = reap(["--grace", "1.5s", "--", "sh", "-c", script, &sigprobe()])
+        .stdin_piped()
+        .spawn();
+    let back = back_of(run.pid());
+    let trap = field(&run.expect_line("trap=", TIMEOUT), "trap");
+    let ignore = field(&run.expect_line("ignore=", TIMEOUT), "ignore");
+    let escapee = field(&run.expect_line("escapee=", TIMEOUT), "escapee");
+    let readies = run.expect_readies(3, TIMEOUT);
+    let mut guard = Guard::new();
+    for p in [trap, ignore, escapee] {
+        assert!(
+            readies.iter().any(|r| r.pid == p),
+            "{p} not ready: {readies:?}"
+        );
+        guard.watch(p);
+    }
+    let escaped = readies.iter().find(|r| r.pid == escapee).unwrap();
+    assert_eq!(escaped.sid, escapee, "the escapee has a session of its own");
+
+    let t0 = Instant::now();
+    run.write_stdin("go\n");
+    run.expect_line(&format!("got TERM pid={trap} from={back}"), TIMEOUT);
+    run.expect_line(&format!("exit pid={trap}"), TIMEOUT);
+    run.expect_line(&format!("got TERM pid={escapee} from={back}"), TIMEOUT);
+    let status = run.wait_exit(grace + Duration::from_secs(15));
+    let elapsed = t0.elapsed();
+    assert_eq!(status.code(), Some(0), "COMMAND's status");
+    assert!(elapsed >= grace, "KILL came before the grace: {elapsed:?}");
+    assert!(guard.existing().is_empty(), "left: {:?}", guard.existing());
+    let lines = run.lines_so_far();
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with(&format!("got TERM pid={ignore} "))),
+        "the ignorer caught TERM: {lines:?}"
+    );
+}
+
+#[test]
+fn reap_exits_only_when_no_descendant_is_left() {
+    // A leftover with two children of its own (grandchildren of reap's
+    // subreaper), all lingering after TERM before they exit.
+    let script = "\"$0\" --fork 2 --linger 700 & read x";
+    let mut run = reap(["--", "sh", "-c", script, &sigprobe()])
+        .stdin_piped()
+        .spawn();
+    let readies = run.expect_readies(3, TIMEOUT);
+    let mut guard = Guard::new();
+    for r in &readies {
+        guard.watch(r.pid);
+    }
+    let t0 = Instant::now();
+    run.write_stdin("go\n");
+    let status = run.wait_exit(TIMEOUT);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(700),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        guard.existing().is_empty(),
+        "reap exited with descendants left: {:?}",
+        guard.existing()
+    );
+    let lines = run.expect_eof(TIMEOUT);
+    for r in &readies {
+        let exited = format!("exit pid={}", r.pid);
+        assert!(
+            run.lines_so_far().contains(&exited),
+            "{exited} missing: {lines:?}"
+        );
+    }
+}
+
+#[test]
+fn keep_orphans_waits_for_leftovers_without_signalling_them() {
+    let script = "\"$0\" --sleep-ms 1000 & echo left=$!";
+    let t0 = Instant::now();
+    let mut run = reap([
+        "--keep-orphans",
+        "--grace",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        script,
+        &sigprobe(),
+    ])
+    .spawn();
+    let left = field(&run.expect_line("left=", TIMEOUT), "left");
+    let mut guard = Guard::new();
+    guard.watch(left);
+    run.expect_line(&format!("exit pid={left}"), TIMEOUT);
+    let status = run.wait_exit(TIMEOUT);
+    assert!(t0.elapsed() >= Duration::from_millis(1000));
+    assert_eq!(status.code(), Some(0));
+    assert!(guard.existing().is_empty());
+    let lines = run.lines_so_far();
+    assert!(!lines.iter().any(|l| l.starts_with("got ")), "{lines:?}");
+}
+
+#[test]
+fn keep_orphans_wait_ends_on_a_stop_request() {
+    let script = "\"$0\" --ignore TERM & echo left=$!";
+    let mut run = reap([
+        "--keep-orphans",
+        "--grace",
+        "0.5s",
+        "-c",
+        "echo cause=$REAP_CAUSE",
+    ])
+    .args(["--", "sh", "-c", script, &sigprobe()])
+    .spawn();
+    let left = field(&run.expect_line("left=", TIMEOUT), "left");
+    let mut guard = Guard::new();
+    guard.watch(left);
+    run.expect_ready(TIMEOUT);
+    let back = back_of(run.pid());
+    procfs::wait_until(
+        "COMMAND has exited, the leftover is adopted",
+        TIMEOUT,
+        || procfs::children_of(back) == [left],
+    );
+    run.signal(libc::SIGTERM);
+    run.expect_line("cause=cancel", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    assert!(guard.existing().is_empty());
+}
