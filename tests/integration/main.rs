@@ -38,3 +38,5 @@ mod reap_pid1;
 mod reap_options;
 /// Helpers for the reap tests.
 mod reap_kit;
+/// reap on a terminal: hand-over and job control across the split.
+mod reap_terminal;
