@@ -15,6 +15,7 @@
 //! | `fork`      | a second process of the tool, and the pipes that link the two     |
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
+//! | `deadline`  | a deadline kept to the microsecond (timerfd), for `poll`          |
 //! | `tty`       | handing the controlling terminal over and back                    |
 //! | `exit`      | the one exit path: an exit code, or the child's signal re-raised  |
 //! | `log`       | `-v` lines, one `write(2)` each                                   |
@@ -34,6 +35,7 @@
 
 pub mod child;
 pub mod cli;
+pub mod deadline;
 pub mod descend;
 pub mod duration;
 pub mod error;

@@ -1,0 +1,131 @@
+//! A deadline the kernel keeps to the microsecond: a `timerfd` on
+//! CLOCK_MONOTONIC (the clock of `Instant`), readable once the deadline has
+//! passed, to be waited on with the tool's other descriptors.
+//!
+//! Why not the timeout of `ppoll(2)`: the kernel lets a poll or select
+//! timeout run late by 0.1% of its length (`select_estimate_accuracy`, to
+//! batch wake-ups): 10 ms on a 10 s grace period, up to 100 ms on long ones.
+//! A timerfd expires at its time, within the timer slack (50 us by default).
+//! It never fires early: it is armed with the time left, counted from the
+//! moment the kernel arms it.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// A one-shot timer, disarmed until [`Timer::arm`] gives it a deadline.
+pub struct Timer {
+    fd: OwnedFd,
+    armed: Option<Instant>,
+}
+
+impl Timer {
+    /// `timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)`.
+    pub fn new() -> io::Result<Timer> {
+        // SAFETY: timerfd_create takes a clock id and flags.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new descriptor nothing else owns.
+        Ok(Timer {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            armed: None,
+        })
+    }
+
+    /// Expire at `deadline` (at once if it has passed); `None` disarms. An
+    /// expiry already signalled is cleared first, so the descriptor is
+    /// readable only for this deadline. Calling it again with the same
+    /// deadline costs one `read(2)`.
+    pub fn arm(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        let fired = self.clear();
+        if deadline == self.armed && !fired {
+            return Ok(());
+        }
+        let value = match deadline {
+            // A zero it_value would disarm: a passed deadline gets 1 ns.
+            Some(d) => d
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_nanos(1)),
+            None => Duration::ZERO,
+        };
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: value.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: value.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a valid timerfd, a valid itimerspec, no old value wanted.
+        let r =
+            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.armed = deadline;
+        Ok(())
+    }
+
+    /// Read a pending expiry, if any; whether there was one.
+    fn clear(&self) -> bool {
+        let mut ticks = 0u64;
+        // SAFETY: reads at most 8 bytes into `ticks`; non-blocking.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut ticks as *mut u64).cast(), 8) };
+        n == 8
+    }
+}
+
+impl AsFd for Timer {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn readable(t: &Timer, ms: i32) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: t.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut pfd, 1, ms) == 1 }
+    }
+
+    #[test]
+    fn fires_at_the_deadline_never_before() {
+        let mut t = Timer::new().unwrap();
+        assert!(!readable(&t, 0), "disarmed");
+        let deadline = Instant::now() + Duration::from_millis(30);
+        t.arm(Some(deadline)).unwrap();
+        assert!(readable(&t, 5_000));
+        assert!(Instant::now() >= deadline);
+        // Re-arming (here: disarming) clears the expiry.
+        t.arm(None).unwrap();
+        assert!(!readable(&t, 50));
+    }
+
+    #[test]
+    fn a_passed_deadline_fires_at_once_and_same_deadline_is_kept() {
+        let mut t = Timer::new().unwrap();
+        t.arm(Some(Instant::now())).unwrap();
+        assert!(readable(&t, 5_000));
+        let later = Instant::now() + Duration::from_secs(3600);
+        t.arm(Some(later)).unwrap();
+        assert!(!readable(&t, 20));
+        t.arm(Some(later)).unwrap();
+        assert!(!readable(&t, 0));
+    }
+}
