@@ -2,7 +2,8 @@
 //! stop signal to the whole group, give every member the grace period, then
 //! send the kill signal to whatever is left.
 #![forbid(unsafe_code)]
-#![no_main]
+// The unit tests run under the test harness's own main.
+#![cfg_attr(not(test), no_main)]
 
 mod budget;
 mod config;
@@ -10,6 +11,7 @@ mod machine;
 mod supervise;
 
 use machine::Machine;
+use pgkit::deadline::Timer;
 use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
@@ -18,7 +20,10 @@ use pgkit::{cli, exit, log, reap, verbose, Error, SigSet};
 use std::time::Instant;
 use supervise::Supervisor;
 
+#[cfg(not(test))]
 pgkit::main!(run);
+#[cfg(test)]
+const _: fn() -> ! = run;
 
 fn run() -> ! {
     let startup = Startup::get();
@@ -31,6 +36,7 @@ fn run() -> ! {
     startup::block(caught);
     let signals =
         SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+    let timer = Timer::new().unwrap_or_else(|e| Error::sys("create a timerfd", e).exit());
     // Members whose parent dies are re-parented to graceful: their exits
     // reach it as SIGCHLD, and it can reap them.
     reap::become_subreaper().unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
@@ -52,7 +58,7 @@ fn run() -> ! {
     );
 
     let jobs = JobControl { handed_over };
-    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs);
+    let mut supervisor = Supervisor::new(&config, child, machine, signals, timer, jobs);
     let status = supervisor.run();
     let timed_out = supervisor.finish();
     if timed_out && !config.preserve_status {
