@@ -16,8 +16,9 @@
 //! caller's child (SIGCHLD follows) or had a live parent in the tree, which
 //! the walk then finds.
 
+use crate::descend;
 use std::collections::VecDeque;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 /// A live member of the group, with a pidfd that becomes readable when it
 /// exits (`None` on kernels without `pidfd_open`).
@@ -32,39 +33,23 @@ pub struct Member {
 /// without a `/proc` of this PID namespace (its pids would not be ours to
 /// open), where the caller can only go by the leader.
 pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
-    let own = std::fs::read_link("/proc/self").ok()?;
-    if own.to_str()?.parse::<u32>().ok()? != std::process::id() {
+    if !descend::usable() {
         return None;
     }
+    let live = |pid: i32| descend::stat(pid).filter(|p| p.pgid == pgid && !p.is_zombie());
     let mut queue: VecDeque<i32> = children_of("self").into();
     while let Some(pid) = queue.pop_front() {
-        if pid != leader && is_live_member(pid, pgid) {
-            let pidfd = pidfd_open(pid);
-            // Checked again after opening: if `pid` died and was reused in
-            // between, the pidfd would watch a stranger.
-            if is_live_member(pid, pgid) {
+        if let Some(seen) = live(pid).filter(|_| pid != leader) {
+            let pidfd = descend::pidfd_open(pid).ok();
+            // Read again after opening: the same start time means the pidfd
+            // names the process the walk saw, not a later owner of the pid.
+            if live(pid).is_some_and(|now| now.start == seen.start) {
                 return Some(Member { pid, pidfd });
             }
         }
         queue.extend(children_of(&pid.to_string()));
     }
     None
-}
-
-/// `/proc/PID/stat` says the process runs (not a zombie) in group `pgid`.
-fn is_live_member(pid: i32, pgid: i32) -> bool {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The command name may hold spaces and parentheses: fields start after
-    // the last ')'. Then: state, ppid, pgrp.
-    let Some(rest) = text.rfind(')').map(|i| &text[i + 1..]) else {
-        return false;
-    };
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next().unwrap_or("Z");
-    let group = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
-    !matches!(state, "Z" | "X" | "x") && group == Some(pgid)
 }
 
 /// The children of every thread of `pid` (`self` or a number), from
@@ -85,41 +70,31 @@ fn children_of(pid: &str) -> Vec<i32> {
     kids
 }
 
-/// `pidfd_open(2)` on any process (not only a child).
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags; the result is a new
-    // close-on-exec descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    // SAFETY: a new descriptor nothing else owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
     use std::process::Command;
 
     #[test]
-    fn finds_a_child_in_the_group_and_not_after_it_exited() {
-        // SAFETY: getpgrp has no preconditions.
-        let own_group = unsafe { libc::getpgrp() };
-        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    fn finds_a_live_member_and_not_a_zombie_or_the_leader() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
-        let found = live_member(own_group, -1).expect("the sleeping child is a member");
-        // Other tests of this binary may have children too; ours is one of them.
+        let found = live_member(pid, -1).expect("the sleeping child is a member");
+        assert_eq!(found.pid, pid);
         assert!(found.pidfd.is_some());
-        assert!(is_live_member(pid, own_group));
-        assert!(!is_live_member(pid, own_group + 1_000_000));
+        assert!(live_member(pid, pid).is_none(), "the leader is left out");
         child.kill().unwrap();
         // A zombie no longer counts.
-        while std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| !s.contains(") Z "))
-            .unwrap_or(false)
-        {
+        while descend::stat(pid).is_some_and(|p| !p.is_zombie()) {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        assert!(!is_live_member(pid, own_group));
+        assert!(live_member(pid, -1).is_none());
         child.wait().unwrap();
-        assert!(!is_live_member(pid, own_group));
+        assert!(live_member(pid, -1).is_none());
     }
 }
