@@ -49,11 +49,20 @@ enum Event {
 pub struct Inbox {
     signals: SignalFd,
     front: Option<BackLink>,
+    /// The last wait found the front's pipe readable (or none was made).
+    front_ready: bool,
+    /// The last wait found its `extra` descriptor readable (or none was made).
+    extra_ready: bool,
 }
 
 impl Inbox {
     pub fn new(signals: SignalFd, front: Option<BackLink>) -> Inbox {
-        Inbox { signals, front }
+        Inbox {
+            signals,
+            front,
+            front_ready: true,
+            extra_ready: true,
+        }
     }
 
     /// Everything that happened since the last call (drained, not waited for).
@@ -64,7 +73,7 @@ impl Inbox {
             .into_iter()
             .map(Event::Signal)
             .collect();
-        if let Some(front) = self.front.as_mut() {
+        if let Some(front) = self.front.as_mut().filter(|_| self.front_ready) {
             let got = front.read();
             events.extend(got.signals.into_iter().map(Event::Signal));
             if got.lost {
@@ -75,15 +84,34 @@ impl Inbox {
         events
     }
 
-    /// Sleep until a signal, a word from the front, `extra` readable, or
-    /// `deadline`.
-    fn wait(&self, extra: Option<BorrowedFd<'_>>, deadline: Option<Instant>) {
+    /// Sleep until a signal, a word from the front, `extra` (the pidfd of
+    /// COMMAND or the cleanup) readable, or `deadline`. What was found
+    /// readable is remembered, so the next look skips the system calls that
+    /// have nothing to report: when many orphans exit one by one, reap
+    /// wakes once per exit.
+    fn wait(&mut self, extra: Option<BorrowedFd<'_>>, deadline: Option<Instant>) {
         let mut fds = vec![self.signals.as_fd()];
-        fds.extend(self.front.as_ref().and_then(|f| f.fd()));
+        let front = self.front.as_ref().and_then(|f| f.fd());
+        let front_at = front.map(|_| fds.len());
+        fds.extend(front);
+        let extra_at = extra.map(|_| fds.len());
         fds.extend(extra);
-        if let Err(e) = poll::wait(&fds, deadline) {
-            pgkit::warn!("poll failed: {e}");
+        match poll::wait(&fds, deadline) {
+            Ok(ready) => {
+                self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
+                self.extra_ready = extra_at.map_or(true, |i| ready.contains(&i));
+            }
+            Err(e) => {
+                pgkit::warn!("poll failed: {e}");
+                (self.front_ready, self.extra_ready) = (true, true);
+            }
         }
+    }
+
+    /// Whether the last wait found `extra` readable: without that, COMMAND
+    /// (or the cleanup) has not exited and need not be asked.
+    fn extra_ready(&self) -> bool {
+        self.extra_ready
     }
 }
 
@@ -208,7 +236,12 @@ impl<'a> Back<'a> {
                 }
             }
             self.reap_adopted(Some(child.pid()));
-            if let Some(status) = child.poll_exit() {
+            let exited = if self.inbox.extra_ready() {
+                child.poll_exit()
+            } else {
+                None
+            };
+            if let Some(status) = exited {
                 verbose!("COMMAND (pid {}) {status}", child.pid());
                 self.terminal.release(child.pid());
                 return RunEnd::Exited;
