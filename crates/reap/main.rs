@@ -7,6 +7,8 @@
 //! (phases.rs). As PID 1 there is nothing to guard against (if PID 1 dies,
 //! the kernel kills its whole namespace), so reap runs as one process.
 #![forbid(unsafe_code)]
+// The unit tests run under the test harness's own main.
+#![cfg_attr(not(test), no_main)]
 
 mod config;
 mod guardian;
@@ -23,7 +25,12 @@ use pgkit::{cli, exit, log, reap, tty, verbose, Error, SigSet};
 use phases::{Back, Inbox};
 use terminal::Terminal;
 
-fn main() {
+#[cfg(not(test))]
+pgkit::main!(run);
+#[cfg(test)]
+const _: fn() -> ! = run;
+
+fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("reap");
     let config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));

@@ -40,3 +40,9 @@ mod reap_options;
 mod reap_kit;
 /// reap on a terminal: hand-over and job control across the split.
 mod reap_terminal;
+/// What reap's COMMAND and cleanup inherit.
+mod reap_inheritance;
+/// Skipped tests say why and are counted (PGWRAP_SKIP_LOG).
+mod skip;
+/// Under a real systemd: each tool as a service's ExecStart= prefix, with and without.
+mod supervisors;
