@@ -42,7 +42,3 @@ mod reap_kit;
 mod reap_terminal;
 /// What reap's COMMAND and cleanup inherit.
 mod reap_inheritance;
-/// Skipped tests say why and are counted (PGWRAP_SKIP_LOG).
-mod skip;
-/// Under a real systemd: each tool as a service's ExecStart= prefix, with and without.
-mod supervisors;
