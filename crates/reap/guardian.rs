@@ -60,7 +60,7 @@ pub fn split(detach: Detach) -> Result<Split, Error> {
             drop((sig_read, ctl_write));
             Ok(Split::Front(Front {
                 back,
-                to_back: File::from(sig_write),
+                to_back: Some(File::from(sig_write)),
                 from_back: Some(File::from(ctl_read)),
             }))
         }
@@ -92,7 +92,7 @@ pub fn split(detach: Detach) -> Result<Split, Error> {
 /// The front: hand signals to the back, follow job control, end as it ends.
 pub struct Front {
     back: Child,
-    to_back: File,
+    to_back: Option<File>,
     from_back: Option<File>,
 }
 
@@ -103,7 +103,7 @@ impl Front {
         verbose!("subreaper process is pid {}", self.back.pid());
         loop {
             for received in signals.drain() {
-                if received.signal != Signal::CHLD {
+                if received.signal != Signal::CHLD && !self_inflicted(&received) {
                     self.hand_over(received);
                 }
             }
@@ -127,18 +127,29 @@ impl Front {
         record[0..4].copy_from_slice(&r.signal.raw().to_ne_bytes());
         record[4..8].copy_from_slice(&r.from.to_ne_bytes());
         record[8..12].copy_from_slice(&r.code.to_ne_bytes());
-        match self.to_back.write(&record) {
+        let written = match self.to_back.as_mut() {
+            Some(pipe) => pipe.write(&record),
+            None => Err(ErrorKind::BrokenPipe.into()),
+        };
+        match written {
             Ok(RECORD) => verbose!(
                 "received {} from pid {}: handed to pid {}",
                 r.signal,
                 r.from,
                 self.back.pid()
             ),
-            Ok(_) | Err(_) => verbose!(
-                "received {} from pid {}: not passed on (the subreaper no longer reads)",
-                r.signal,
-                r.from
-            ),
+            Ok(_) | Err(_) => {
+                if written.is_err_and(|e| e.kind() == ErrorKind::BrokenPipe) {
+                    // The back exited or became the cleanup: nobody reads
+                    // any more, and each write would raise SIGPIPE again.
+                    self.to_back = None;
+                }
+                verbose!(
+                    "received {} from pid {}: not passed on (the subreaper no longer reads)",
+                    r.signal,
+                    r.from
+                )
+            }
         }
     }
 
@@ -181,6 +192,13 @@ impl Front {
             });
         }
     }
+}
+
+/// A SIGPIPE this process raised on itself by writing to a pipe (or a
+/// stderr) nobody reads any more. Never passed on nor logged: logging it to
+/// a broken stderr would raise the next one, for ever.
+pub fn self_inflicted(r: &Received) -> bool {
+    r.signal == Signal::PIPE && r.from == std::process::id() as i32
 }
 
 /// The back's end of the front's pipe: signals handed over, and the

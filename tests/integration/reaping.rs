@@ -6,6 +6,8 @@
 use crate::kit::TIMEOUT;
 use crate::procfs;
 use crate::reap_kit::{back_of, field, reap, sigprobe, zombies_of, Guard};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -194,4 +196,56 @@ fn keep_orphans_wait_ends_on_a_stop_request() {
     run.expect_line("cause=cancel", TIMEOUT);
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
     assert!(guard.existing().is_empty());
+}
+
+#[test]
+fn verbose_with_a_broken_stderr_does_not_spin() {
+    // Each -v line written to a stderr nobody reads raises SIGPIPE on reap
+    // itself; reap must not take that for news to log (and so on, for ever).
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into the array.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are new and owned here.
+    let (read, write) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    drop(read);
+    let script = "sleep 0.2; (true &); (true &); sleep 1; echo done";
+    let broken = write.as_raw_fd();
+    let mut run = reap(["-v", "--", "sh", "-c", script])
+        .configure(move |cmd| {
+            // SAFETY: runs in the child before exec; dup2 is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::dup2(broken, 2) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        })
+        .spawn();
+    drop(write);
+    let back = back_of(run.pid());
+    run.expect_line("done", TIMEOUT);
+    let ticks = |pid: i32| -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let rest = text.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        f.get(11).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
+    };
+    let used = ticks(back) + ticks(run.pid());
+    // SAFETY: sysconf has no memory arguments.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    assert!(
+        used * 1000 / hz < 500,
+        "reap used {} ms of CPU in about 1.2 s",
+        used * 1000 / hz
+    );
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
 }
