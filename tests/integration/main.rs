@@ -10,6 +10,8 @@ mod kit_selftest;
 
 /// Malformed invocations: 125, one line, nothing started.
 mod bad_input;
+/// reap's cleanup: order, environment, shielding, timeout, exit status.
+mod cleanup;
 /// Help texts, man pages and parsers agree.
 mod docs;
 /// Exit statuses: passed through, re-raised, 125/126/127.
@@ -24,21 +26,19 @@ mod graceful_options;
 mod graceful_tty;
 /// What COMMAND inherits: signal mask, ignored signals, file descriptors.
 mod inheritance;
-/// Terminal hand-over and job control, through tmux.
-mod terminal;
-/// reap: orphans reaped, leftovers (escapees included) stopped then killed.
-mod reaping;
-/// reap's cleanup: order, environment, shielding, timeout, exit status.
-mod cleanup;
 /// reap's guarantee: the cleanup runs when reap's group is SIGKILLed.
 mod reap_guarantee;
-/// reap as PID 1 of a PID namespace.
-mod reap_pid1;
-/// reap's bad input, help, version and man page.
-mod reap_options;
-/// Helpers for the reap tests.
-mod reap_kit;
-/// reap on a terminal: hand-over and job control across the split.
-mod reap_terminal;
 /// What reap's COMMAND and cleanup inherit.
 mod reap_inheritance;
+/// Helpers for the reap tests.
+mod reap_kit;
+/// reap's bad input, help, version and man page.
+mod reap_options;
+/// reap as PID 1 of a PID namespace.
+mod reap_pid1;
+/// reap on a terminal: hand-over and job control across the split.
+mod reap_terminal;
+/// reap: orphans reaped, leftovers (escapees included) stopped then killed.
+mod reaping;
+/// Terminal hand-over and job control, through tmux.
+mod terminal;
