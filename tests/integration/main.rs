@@ -40,5 +40,9 @@ mod reap_pid1;
 mod reap_terminal;
 /// reap: orphans reaped, leftovers (escapees included) stopped then killed.
 mod reaping;
+/// Skipped tests say why and are counted (PGWRAP_SKIP_LOG).
+mod skip;
+/// Under a real systemd: each tool as a service's ExecStart= prefix, with and without.
+mod supervisors;
 /// Terminal hand-over and job control, through tmux.
 mod terminal;
