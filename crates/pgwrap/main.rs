@@ -1,7 +1,7 @@
 //! pgwrap: run COMMAND in a new process group and pass on only the chosen
 //! signals; every other signal that would end pgwrap is dropped.
 #![forbid(unsafe_code)]
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 mod config;
 

@@ -57,7 +57,8 @@ pub use error::Error;
 pub use signal::{SigSet, Signal};
 
 /// Define the program's entry point: `pgkit::main!(run)` with
-/// `fn run() -> !`, in a binary marked `#![no_main]`.
+/// `fn run() -> !`, in a binary marked `#![cfg_attr(not(test), no_main)]`
+/// (a unit-test build keeps the test harness's own `main`).
 ///
 /// The tools start without the Rust runtime's own start-up, which would
 /// reopen a closed stdin, stdout or stderr on `/dev/null` (COMMAND would then
@@ -69,6 +70,7 @@ pub use signal::{SigSet, Signal};
 #[macro_export]
 macro_rules! main {
     ($run:path) => {
+        #[cfg(not(test))]
         #[no_mangle]
         pub extern "C" fn main(
             _argc: ::std::os::raw::c_int,
@@ -76,5 +78,7 @@ macro_rules! main {
         ) -> ::std::os::raw::c_int {
             $run()
         }
+        #[cfg(test)]
+        const _: fn() -> ! = $run;
     };
 }
