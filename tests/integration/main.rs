@@ -40,6 +40,8 @@ mod reap_pid1;
 mod reap_terminal;
 /// reap: orphans reaped, leftovers (escapees included) stopped then killed.
 mod reaping;
+/// A CI agent cancels a job (TERM, grace, SIGKILL to its group): with and without reap + graceful.
+mod ci_agent;
 /// Skipped tests say why and are counted (PGWRAP_SKIP_LOG).
 mod skip;
 /// Under a real systemd: each tool as a service's ExecStart= prefix, with and without.
