@@ -26,6 +26,8 @@ mod graceful_options;
 mod graceful_tty;
 /// What COMMAND inherits: signal mask, ignored signals, file descriptors.
 mod inheritance;
+/// The .deb and .rpm: lintian, install and removal, files, completions, reap as PID 1.
+mod packaging;
 /// reap's guarantee: the cleanup runs when reap's group is SIGKILLed.
 mod reap_guarantee;
 /// What reap's COMMAND and cleanup inherit.
