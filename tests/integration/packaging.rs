@@ -104,6 +104,18 @@ fn ok(program: impl AsRef<std::ffi::OsStr>, args: &[&dyn AsRef<std::ffi::OsStr>]
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Whether `test` cannot run here (it installs packages or makes
+/// namespaces, which needs root): then it says so and is counted as skipped.
+fn cannot_run(test: &str) -> bool {
+    let why =
+        crate::skip::needs_root().or_else(|| crate::skip::needs_program("unshare", "util-linux"));
+    if let Some(why) = why {
+        crate::skip::skip(test, &why);
+        return true;
+    }
+    false
+}
+
 // ---------------------------------------------------------------------------------------------
 // The packages, built once
 
@@ -326,6 +338,9 @@ impl Drop for Installed {
 
 #[test]
 fn deb_installs_runs_its_tools_and_removes_cleanly() {
+    if cannot_run("deb_installs_runs_its_tools_and_removes_cleanly") {
+        return;
+    }
     let deb = packages().deb();
     // This test installs into the machine's /usr and removes again: it must
     // not remove a copy the machine already had.
@@ -444,6 +459,9 @@ fn rpm_metadata_names_the_version_license_and_summary() {
 
 #[test]
 fn rpm_installs_into_a_temporary_root_and_its_binaries_run() {
+    if cannot_run("rpm_installs_into_a_temporary_root_and_its_binaries_run") {
+        return;
+    }
     let rpm = packages().rpm();
     let root = temp_dir("rpm-root");
     // --dbpath is inside --root: the machine's own rpm database is untouched.
@@ -812,6 +830,9 @@ fn copy_executable(from: &Path, to: &Path) {
 
 #[test]
 fn static_reap_is_pid1_of_an_empty_root() {
+    if cannot_run("static_reap_is_pid1_of_an_empty_root") {
+        return;
+    }
     // The root holds the packaged reap and pgwrap and the (static) sigprobe,
     // nothing else: no /proc, no libraries, no shell.
     let tree = unpacked_deb("pid1-deb");
@@ -989,6 +1010,9 @@ fn dockerfile_entrypoint_runs_as_pid1_and_cleans_up_on_stop() {
     assert!(entrypoint.iter().any(|a| a == "--cleanup"));
     // reap's grace fits in docker stop's default 10 s.
     assert!(option_secs(&entrypoint, "--grace") < 10);
+    if cannot_run("dockerfile_entrypoint_runs_as_pid1_and_cleans_up_on_stop") {
+        return;
+    }
     let argv: Vec<String> = entrypoint.into_iter().chain(cmd).collect();
     stop_like_a_runtime(&argv, 1);
 }
@@ -1018,7 +1042,73 @@ fn kubernetes_pod_runs_as_pid1_and_its_grace_period_covers_the_tools() {
         period > reap_grace + cleanup + reap_grace,
         "terminationGracePeriodSeconds {period} <= {reap_grace} + {cleanup} + {reap_grace}"
     );
+    if cannot_run("kubernetes_pod_runs_as_pid1_and_its_grace_period_covers_the_tools") {
+        return;
+    }
     let argv: Vec<String> = command.into_iter().chain(args).collect();
     // The job is graceful's child; graceful (pid 2) is reap's.
     stop_like_a_runtime(&argv, 2);
+}
+
+/// Seconds of a systemd time span such as `45s`, `2min`, `2h`.
+fn systemd_secs(span: &str) -> u64 {
+    let digits: String = span.chars().take_while(char::is_ascii_digit).collect();
+    let n: u64 = digits
+        .parse()
+        .unwrap_or_else(|_| panic!("time span {span:?}"));
+    match &span[digits.len()..] {
+        "" | "s" => n,
+        "min" | "m" => n * 60,
+        "h" => n * 3600,
+        unit => panic!("time span unit {unit:?} in {span:?}"),
+    }
+}
+
+#[test]
+fn example_units_give_systemd_more_time_than_the_tools_need() {
+    for tool in TOOLS {
+        let path = repo().join(format!("packaging/systemd/{tool}-example.service"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let exec = line_value(&text, "ExecStart=");
+        assert!(exec.starts_with(&format!("/usr/bin/{tool} ")), "{exec}");
+        assert_eq!(line_value(&text, "KillMode="), "mixed");
+        let timeout = systemd_secs(line_value(&text, "TimeoutStopSec="));
+        // The tool's options, up to COMMAND.
+        let options: Vec<String> = exec
+            .split(" -- ")
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        let has = |option: &str| options.iter().any(|o| o == option);
+        let needed = match tool {
+            "graceful" => option_secs(&options, "--grace"),
+            // The tree's grace, then the cleanup and its own grace.
+            "reap" => {
+                let grace = option_secs(&options, "--grace");
+                grace + option_secs(&options, "--cleanup-timeout") + grace
+            }
+            _ => 0,
+        };
+        assert!(
+            timeout > needed,
+            "{tool}: TimeoutStopSec= {timeout} s, the tool may need {needed} s"
+        );
+        if tool == "reap" {
+            assert!(has("--cleanup"), "{exec}");
+            assert!(
+                text.lines().any(|l| l.starts_with("ExecStopPost=")),
+                "the reap example pairs its cleanup with ExecStopPost="
+            );
+        }
+        // The comments a user needs.
+        for topic in ["KillMode=mixed", "TimeoutStopSec=", "ExecStopPost="] {
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with('#') && l.contains(topic)),
+                "{tool}-example.service does not explain {topic}"
+            );
+        }
+    }
 }
