@@ -195,6 +195,12 @@ fn realtime_signals_queue_and_each_is_passed_on() {
     for _ in 0..5 {
         run.signal(rtmin(3));
     }
+    // Each of the five arrives: realtime signals queue, and pgwrap reads
+    // one record per signal. (TERM only afterwards: a pending TERM is
+    // dequeued before any realtime signal and would end the probe.)
+    for _ in 0..5 {
+        run.expect_line(&format!("got RTMIN+3 pid={}", probe.pid), TIMEOUT);
+    }
     run.signal(libc::SIGTERM);
     run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
     run.wait_exit(TIMEOUT);
@@ -204,7 +210,7 @@ fn realtime_signals_queue_and_each_is_passed_on() {
         .iter()
         .filter(|l| l.starts_with("got RTMIN+3"))
         .count();
-    assert_eq!(n, 5, "{:?}", run.lines_so_far());
+    assert_eq!(n, 5, "exactly five, no duplicate: {:?}", run.lines_so_far());
 }
 
 #[test]
