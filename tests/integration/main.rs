@@ -44,6 +44,10 @@ mod reap_terminal;
 mod reaping;
 /// A CI agent cancels a job (TERM, grace, SIGKILL to its group): with and without reap + graceful.
 mod ci_agent;
+/// PID 1 of a PID namespace with and without reap; the static reap alone in an empty root.
+mod pid1;
+/// Terminal cases across the tools: default hand-over or not, hints, Ctrl-C, Ctrl-Z/fg.
+mod tty_all;
 /// Skipped tests say why and are counted (PGWRAP_SKIP_LOG).
 mod skip;
 /// Under a real systemd: each tool as a service's ExecStart= prefix, with and without.
