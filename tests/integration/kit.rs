@@ -314,7 +314,13 @@ struct Shared {
 impl Shared {
     fn record_line(&self, line: &str) {
         let mut state = lock(&self.state);
-        if let Some(ready) = Ready::parse(line) {
+        // Only a line whose pid, seen from here, has the announced group and
+        // session: a probe in another PID namespace announces numbers that
+        // name other processes here, which must never be killed.
+        let ours = |r: &Ready| {
+            procfs::pgid(r.pid) == Some(r.pgid) && procfs::sid(r.pid) == Some(r.sid)
+        };
+        if let Some(ready) = Ready::parse(line).filter(ours) {
             if let Some(start) = procfs::start_time(ready.pid) {
                 if !state.pids.iter().any(|&(p, _)| p == ready.pid) {
                     state.pids.push((ready.pid, start));
