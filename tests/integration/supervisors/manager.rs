@@ -182,7 +182,7 @@ impl Manager {
         loop {
             let cmd = procfs::cmdline(manager.init.0).unwrap_or_default();
             if cmd.first().is_some_and(|c| c.ends_with("/systemd")) {
-                let state = manager.exec(&["systemctl", "is-system-running", "--wait"]);
+                let state = manager.exec(&["systemctl", "is-system-running"]);
                 let state = String::from_utf8_lossy(&state.stdout).trim().to_string();
                 match state.as_str() {
                     "running" => break,
@@ -305,7 +305,7 @@ impl Manager {
     pub fn unit_pids(&self, unit: &str) -> Vec<i32> {
         let procs = self
             .cgroup
-            .join("system.slice")
+            .join("manager/system.slice")
             .join(unit)
             .join("cgroup.procs");
         std::fs::read_to_string(procs)
