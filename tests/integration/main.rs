@@ -10,6 +10,8 @@ mod kit_selftest;
 
 /// Malformed invocations: 125, one line, nothing started.
 mod bad_input;
+/// A CI agent cancels a job (TERM, grace, SIGKILL to its group): with and without reap + graceful.
+mod ci_agent;
 /// reap's cleanup: order, environment, shielding, timeout, exit status.
 mod cleanup;
 /// Help texts, man pages and parsers agree.
@@ -28,6 +30,8 @@ mod graceful_tty;
 mod inheritance;
 /// The .deb and .rpm: lintian, install and removal, files, completions, reap as PID 1.
 mod packaging;
+/// PID 1 of a PID namespace with and without reap; the static reap alone in an empty root.
+mod pid1;
 /// reap's guarantee: the cleanup runs when reap's group is SIGKILLed.
 mod reap_guarantee;
 /// What reap's COMMAND and cleanup inherit.
@@ -42,15 +46,11 @@ mod reap_pid1;
 mod reap_terminal;
 /// reap: orphans reaped, leftovers (escapees included) stopped then killed.
 mod reaping;
-/// A CI agent cancels a job (TERM, grace, SIGKILL to its group): with and without reap + graceful.
-mod ci_agent;
-/// PID 1 of a PID namespace with and without reap; the static reap alone in an empty root.
-mod pid1;
-/// Terminal cases across the tools: default hand-over or not, hints, Ctrl-C, Ctrl-Z/fg.
-mod tty_all;
 /// Skipped tests say why and are counted (PGWRAP_SKIP_LOG).
 mod skip;
 /// Under a real systemd: each tool as a service's ExecStart= prefix, with and without.
 mod supervisors;
 /// Terminal hand-over and job control, through tmux.
 mod terminal;
+/// Terminal cases across the tools: default hand-over or not, hints, Ctrl-C, Ctrl-Z/fg.
+mod tty_all;
