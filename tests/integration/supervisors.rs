@@ -98,6 +98,14 @@ struct Stopped {
     runner_own_group: bool,
 }
 
+/// The journal of a unit whose stop left systemd nothing to kill.
+fn assert_systemd_killed_nothing(journal: &str) {
+    assert!(
+        !journal.contains("timed out") && !journal.contains("Killing process"),
+        "systemd had to kill:\n{journal}"
+    );
+}
+
 /// Start the GitLab stand-ins in `unit`, stop the unit, return their logs.
 fn stop_runner(m: &Manager, unit: &str) -> Stopped {
     let out = m.out(unit);
@@ -251,11 +259,9 @@ fn graceful_stop_terms_the_group_kills_after_grace_and_is_success() {
     // and ended well before systemd's own TimeoutStopSec=20 (loose).
     assert!(took >= Duration::from_secs(1), "stopped after {took:?}");
     assert!(took < Duration::from_secs(15), "stopped after {took:?}");
+    // graceful killed the member itself: systemd found nothing left to kill.
     let journal = m.journal_has(unit, "graceful[");
-    assert!(
-        !journal.contains("timed out"),
-        "systemd never had to kill:\n{journal}"
-    );
+    assert_systemd_killed_nothing(&journal);
     // The leader died of TERM; graceful died of it too (not `exit 143`), so
     // systemd counts the stop as clean.
     assert_ended(&m, unit, "success", "2", "15");
@@ -310,6 +316,7 @@ fn reap_stop_removes_leftovers_before_the_cleanup() {
         read(&out.join("stop-post")).trim(),
         "SERVICE_RESULT=success EXIT_CODE=killed EXIT_STATUS=TERM"
     );
+    assert_systemd_killed_nothing(&m.journal_has(unit, "reap["));
     assert_ended(&m, unit, "success", "2", "15");
 }
 
