@@ -186,7 +186,17 @@ impl Manager {
                 let state = String::from_utf8_lossy(&state.stdout).trim().to_string();
                 match state.as_str() {
                     "running" => break,
-                    "degraded" => manager.boot_failed("the boot is degraded (a unit failed)"),
+                    "degraded" => {
+                        // A unit of the host that cannot run in a container
+                        // (the tests' units are not started at boot): say
+                        // which, and go on.
+                        let failed = manager.exec(&["systemctl", "--failed", "--no-legend"]);
+                        eprintln!(
+                            "systemd manager: boot degraded by host units:\n{}",
+                            String::from_utf8_lossy(&failed.stdout)
+                        );
+                        break;
+                    }
                     _ => {}
                 }
             }
