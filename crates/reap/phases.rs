@@ -374,6 +374,10 @@ impl<'a> Back<'a> {
                     child.reap();
                     self.sweeper.forget(child.pid());
                     pinned = None;
+                    // Without /proc, waitid could not get past the leader's
+                    // zombie to the others: reap them now, or their SIGCHLD,
+                    // already read, would never wake us again.
+                    self.reap_adopted(None);
                 }
             }
             if pinned.is_none() && !descend::has_children() {

@@ -33,11 +33,17 @@ fn as_pid1_reaps_orphans_and_exits_on_term_with_143() {
     procfs::wait_until("orphans are re-parented to PID 1", TIMEOUT, || {
         procfs::children_of(reap).len() > 1
     });
-    procfs::wait_until(
-        "orphans exited and were reaped",
-        Duration::from_secs(20),
-        || procfs::children_of(reap).len() == 1 && zombies_of(reap).is_empty(),
-    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while procfs::children_of(reap).len() != 1 || !zombies_of(reap).is_empty() {
+        if std::time::Instant::now() > deadline {
+            let left: Vec<_> = procfs::children_of(reap)
+                .into_iter()
+                .map(|p| (p, procfs::state(p), procfs::cmdline(p)))
+                .collect();
+            panic!("orphans not reaped after 20 s: children of reap {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // SAFETY: plain syscall; reap is unshare's unreaped child (pinned).
     unsafe { libc::kill(reap, libc::SIGTERM) };
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(128 + libc::SIGTERM));
