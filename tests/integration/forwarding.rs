@@ -227,3 +227,44 @@ fn verbose_lines_are_prefixed() {
     }
     assert!(err.contains("forwarded to group"), "{err}");
 }
+
+#[test]
+fn verbose_with_a_broken_stderr_does_not_spin() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 writes two new descriptors into `fds`.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are new and owned here; the read end is
+    // closed at once, so every write to the other end fails with EPIPE.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read_end);
+    let mut run = Run::new(bin("pgwrap"))
+        .args(["-v", "--"])
+        .arg(bin("sigprobe"))
+        .configure(move |cmd| {
+            cmd.stderr(std::process::Stdio::from(write_end));
+        })
+        .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    for _ in 0..3 {
+        run.signal(libc::SIGWINCH);
+        run.expect_line(&format!("got WINCH pid={}", probe.pid), TIMEOUT);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let ticks = procfs::status_field(run.pid(), "State").map(|_| cpu_ticks(run.pid()));
+    assert!(
+        ticks.unwrap_or(0) < 20,
+        "pgwrap burns CPU on a broken stderr: {ticks:?} ticks"
+    );
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+/// utime + stime of `pid`, in clock ticks.
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}

@@ -43,16 +43,25 @@ pub fn error(msg: &str) {
     write_stderr(line.as_bytes());
 }
 
+/// Set once stderr is a broken pipe: nothing more is written to it.
+static STDERR_BROKEN: AtomicBool = AtomicBool::new(false);
+
 /// One `write(2)` of the whole line (a short write is finished, an error
-/// such as a closed stderr is ignored: a diagnostic must never stop the tool).
+/// such as a closed stderr is ignored: a diagnostic must never stop the
+/// tool). After EPIPE nothing more is written: each write would raise
+/// another SIGPIPE for nothing.
 fn write_stderr(mut buf: &[u8]) {
-    while !buf.is_empty() {
+    while !buf.is_empty() && !STDERR_BROKEN.load(Ordering::Relaxed) {
         // SAFETY: `buf` is a valid slice for its whole length; fd 2 may be
         // closed, which write reports as EBADF and we ignore.
         let n = unsafe { libc::write(2, buf.as_ptr().cast(), buf.len()) };
         if n <= 0 {
-            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            let err = std::io::Error::last_os_error();
+            if n < 0 && err.kind() == std::io::ErrorKind::Interrupted {
                 continue;
+            }
+            if n < 0 && err.raw_os_error() == Some(libc::EPIPE) {
+                STDERR_BROKEN.store(true, Ordering::Relaxed);
             }
             return;
         }

@@ -43,6 +43,10 @@ impl SignalFd {
     /// Every signal pending now, in arrival order per signal; empty if none.
     /// Drain first, then act: acting first could miss a signal that arrives
     /// in between and is not seen until the next wake-up.
+    ///
+    /// A SIGPIPE this process raised on itself, by writing to a pipe (or a
+    /// stderr) nobody reads any more, is left out: the write's EPIPE already
+    /// says it, and logging it to a broken stderr would raise the next one.
     pub fn drain(&self) -> Vec<Received> {
         let mut out = Vec::new();
         let size = std::mem::size_of::<libc::signalfd_siginfo>();
