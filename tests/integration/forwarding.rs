@@ -251,11 +251,12 @@ fn verbose_with_a_broken_stderr_does_not_spin() {
         run.signal(libc::SIGWINCH);
         run.expect_line(&format!("got WINCH pid={}", probe.pid), TIMEOUT);
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let ticks = procfs::status_field(run.pid(), "State").map(|_| cpu_ticks(run.pid()));
+    // A spinning pgwrap would use most of a core over this second.
+    std::thread::sleep(Duration::from_secs(1));
+    let ticks = cpu_ticks(run.pid());
     assert!(
-        ticks.unwrap_or(0) < 20,
-        "pgwrap burns CPU on a broken stderr: {ticks:?} ticks"
+        ticks < 30,
+        "pgwrap burns CPU on a broken stderr: {ticks} ticks"
     );
     run.signal(libc::SIGTERM);
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));

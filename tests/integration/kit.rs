@@ -317,9 +317,8 @@ impl Shared {
         // Only a line whose pid, seen from here, has the announced group and
         // session: a probe in another PID namespace announces numbers that
         // name other processes here, which must never be killed.
-        let ours = |r: &Ready| {
-            procfs::pgid(r.pid) == Some(r.pgid) && procfs::sid(r.pid) == Some(r.sid)
-        };
+        let ours =
+            |r: &Ready| procfs::pgid(r.pid) == Some(r.pgid) && procfs::sid(r.pid) == Some(r.sid);
         if let Some(ready) = Ready::parse(line).filter(ours) {
             if let Some(start) = procfs::start_time(ready.pid) {
                 if !state.pids.iter().any(|&(p, _)| p == ready.pid) {
