@@ -103,7 +103,7 @@ impl Front {
         verbose!("subreaper process is pid {}", self.back.pid());
         loop {
             for received in signals.drain() {
-                if received.signal != Signal::CHLD && !self_inflicted(&received) {
+                if received.signal != Signal::CHLD {
                     self.hand_over(received);
                 }
             }
@@ -192,13 +192,6 @@ impl Front {
             });
         }
     }
-}
-
-/// A SIGPIPE this process raised on itself by writing to a pipe (or a
-/// stderr) nobody reads any more. Never passed on nor logged: logging it to
-/// a broken stderr would raise the next one, for ever.
-pub fn self_inflicted(r: &Received) -> bool {
-    r.signal == Signal::PIPE && r.from == std::process::id() as i32
 }
 
 /// The back's end of the front's pipe: signals handed over, and the

@@ -23,7 +23,7 @@
 //! only while a grace or the cleanup's timeout runs.
 
 use crate::config::{stop_requests, Config};
-use crate::guardian::{self, BackLink};
+use crate::guardian::BackLink;
 use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
 use crate::sweep::Sweeper;
 use crate::terminal::Terminal;
@@ -71,7 +71,6 @@ impl Inbox {
             .signals
             .drain()
             .into_iter()
-            .filter(|r| !guardian::self_inflicted(r))
             .map(Event::Signal)
             .collect();
         if let Some(front) = self.front.as_mut().filter(|_| self.front_ready) {
