@@ -68,8 +68,12 @@ impl Namespace {
         }
     }
 
-    /// The next stdout line containing `needle`.
+    /// A stdout line containing `needle`, among those read so far or the
+    /// next ones (the probes of a namespace print in any order).
     fn expect(&mut self, needle: &str) -> String {
+        if let Some(line) = self.seen.iter().find(|l| l.contains(needle)) {
+            return line.clone();
+        }
         let deadline = Instant::now() + TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
