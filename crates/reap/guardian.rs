@@ -26,6 +26,12 @@
 //! stopped. The front never blocks on either: both ends are non-blocking,
 //! and once the back is gone or has become the cleanup (`--exec-cleanup`)
 //! the records are dropped, which is what the contract wants then.
+//!
+//! A storm of signals can fill the pipe (64 KiB, about 5 000 records) faster
+//! than the back empties it. The front then keeps the records it could not
+//! write and stops reading its signalfd until the pipe has room again: the
+//! signals wait in the kernel meanwhile (realtime ones queued, standard ones
+//! pending), so none is lost and the front's memory stays bounded.
 
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::{exit, fork, poll, tty, verbose, Child, Error, SigSet, Signal};
@@ -61,6 +67,7 @@ pub fn split(detach: Detach) -> Result<Split, Error> {
             Ok(Split::Front(Front {
                 back,
                 to_back: Some(File::from(sig_write)),
+                backlog: Vec::new(),
                 from_back: Some(File::from(ctl_read)),
             }))
         }
@@ -93,6 +100,8 @@ pub fn split(detach: Detach) -> Result<Split, Error> {
 pub struct Front {
     back: Child,
     to_back: Option<File>,
+    /// Records for the back that did not fit in the pipe yet.
+    backlog: Vec<u8>,
     from_back: Option<File>,
 }
 
@@ -102,55 +111,83 @@ impl Front {
             SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
         verbose!("subreaper process is pid {}", self.back.pid());
         loop {
-            for received in signals.drain() {
-                if received.signal != Signal::CHLD {
-                    self.hand_over(received);
+            // While the pipe is full, the signals wait in the kernel.
+            if self.backlog.is_empty() {
+                for received in signals.drain() {
+                    if received.signal != Signal::CHLD {
+                        self.hand_over(received);
+                    }
                 }
             }
+            self.flush();
             if let Some(status) = self.back.poll_exit() {
                 self.back.reap();
                 exit::finish(status);
             }
             self.follow_stops();
-            let mut fds = vec![signals.as_fd()];
+            self.flush();
+            let full = !self.backlog.is_empty();
+            let mut fds = Vec::new();
+            if !full {
+                fds.push(signals.as_fd());
+            }
             fds.extend(self.back.pidfd());
             fds.extend(self.from_back.as_ref().map(|f| f.as_fd()));
-            if let Err(e) = poll::wait(&fds, None) {
+            let pipe = self.to_back.as_ref().filter(|_| full).map(|f| f.as_fd());
+            if let Err(e) = poll::wait_io(&fds, pipe.as_slice(), None) {
                 pgkit::warn!("poll failed: {e}");
             }
         }
     }
 
-    /// Pass one received signal on to the back.
+    /// Write what the pipe takes of the backlog; keep the rest.
+    fn flush(&mut self) {
+        let Some(pipe) = self.to_back.as_mut() else {
+            self.backlog.clear();
+            return;
+        };
+        while !self.backlog.is_empty() {
+            match pipe.write(&self.backlog) {
+                Ok(0) => return,
+                Ok(n) => drop(self.backlog.drain(..n)),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    // The back exited or became the cleanup: nobody reads
+                    // any more, and each write would raise SIGPIPE again.
+                    verbose!(
+                        "{} signal(s) not passed on: the subreaper no longer reads",
+                        self.backlog.len() / RECORD
+                    );
+                    self.to_back = None;
+                    self.backlog.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Pass one received signal on to the back (queued; see [`Front::flush`]).
     fn hand_over(&mut self, r: Received) {
+        if self.to_back.is_none() {
+            verbose!(
+                "received {} from pid {}: not passed on (the subreaper no longer reads)",
+                r.signal,
+                r.from
+            );
+            return;
+        }
         let mut record = [0u8; RECORD];
         record[0..4].copy_from_slice(&r.signal.raw().to_ne_bytes());
         record[4..8].copy_from_slice(&r.from.to_ne_bytes());
         record[8..12].copy_from_slice(&r.code.to_ne_bytes());
-        let written = match self.to_back.as_mut() {
-            Some(pipe) => pipe.write(&record),
-            None => Err(ErrorKind::BrokenPipe.into()),
-        };
-        match written {
-            Ok(RECORD) => verbose!(
-                "received {} from pid {}: handed to pid {}",
-                r.signal,
-                r.from,
-                self.back.pid()
-            ),
-            Ok(_) | Err(_) => {
-                if written.is_err_and(|e| e.kind() == ErrorKind::BrokenPipe) {
-                    // The back exited or became the cleanup: nobody reads
-                    // any more, and each write would raise SIGPIPE again.
-                    self.to_back = None;
-                }
-                verbose!(
-                    "received {} from pid {}: not passed on (the subreaper no longer reads)",
-                    r.signal,
-                    r.from
-                )
-            }
-        }
+        self.backlog.extend_from_slice(&record);
+        verbose!(
+            "received {} from pid {}: handed to pid {}",
+            r.signal,
+            r.from,
+            self.back.pid()
+        );
     }
 
     /// The back says COMMAND was stopped from the terminal: stop the same

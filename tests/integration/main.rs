@@ -48,6 +48,8 @@ mod reap_terminal;
 mod reaping;
 /// Skipped tests say why and are counted (PGWRAP_SKIP_LOG).
 mod skip;
+/// Signal storms at each tool: nothing forwarded is lost, nothing dropped gets through.
+mod storms;
 /// Under a real systemd: each tool as a service's ExecStart= prefix, with and without.
 mod supervisors;
 /// Terminal hand-over and job control, through tmux.

@@ -1,5 +1,6 @@
 //! The one blocking call: `ppoll` on the tool's descriptors until one is
-//! readable or the deadline passes.
+//! readable (or, for a pipe the tool writes to, writable) or the deadline
+//! passes.
 //!
 //! No timeout means no wake-up: with no deadline armed the tool sleeps until
 //! a signal or a child's exit makes a descriptor readable. The timeout is
@@ -14,13 +15,27 @@ use std::time::Instant;
 /// `deadline` passes (returns an empty list). `None` for `deadline` waits
 /// without a timeout.
 pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> io::Result<Vec<usize>> {
-    let mut pfds: Vec<libc::pollfd> = fds
+    wait_io(fds, &[], deadline)
+}
+
+/// [`wait`], also for descriptors to write to: returns the indices of the
+/// ready ones, `readable` first, then `writable` (numbered after them). A
+/// write end whose reader is gone counts as ready (the write then fails
+/// with EPIPE).
+pub fn wait_io(
+    readable: &[BorrowedFd<'_>],
+    writable: &[BorrowedFd<'_>],
+    deadline: Option<Instant>,
+) -> io::Result<Vec<usize>> {
+    let entry = |fd: &BorrowedFd<'_>, events| libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    let mut pfds: Vec<libc::pollfd> = readable
         .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        .map(|fd| entry(fd, libc::POLLIN))
+        .chain(writable.iter().map(|fd| entry(fd, libc::POLLOUT)))
         .collect();
     let timeout = deadline.map(|d| {
         let left = d.saturating_duration_since(Instant::now());
