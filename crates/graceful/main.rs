@@ -20,10 +20,7 @@ use pgkit::{cli, exit, log, reap, verbose, Error, SigSet};
 use std::time::Instant;
 use supervise::Supervisor;
 
-#[cfg(not(test))]
 pgkit::main!(run);
-#[cfg(test)]
-const _: fn() -> ! = run;
 
 fn run() -> ! {
     let startup = Startup::get();
