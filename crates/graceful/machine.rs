@@ -109,6 +109,19 @@ impl Machine {
         }
     }
 
+    /// The end of the grace period, while it runs.
+    pub fn grace_deadline(&self) -> Option<Instant> {
+        match self.state {
+            State::Stopping { deadline } => deadline,
+            _ => None,
+        }
+    }
+
+    /// Whether the kill signal has been sent.
+    pub fn killed(&self) -> bool {
+        matches!(self.state, State::Killing | State::Done)
+    }
+
     /// The time event due at `now`, if any.
     pub fn due(&self, now: Instant) -> Option<Event> {
         self.deadline().filter(|&d| d <= now)?;
@@ -330,6 +343,18 @@ mod tests {
         assert_eq!(m.on(GraceExpired, deadline), [SendGroup(KILL)]);
         // After the kill signal a trigger adds nothing.
         assert_eq!(m.on(Trigger(TERM), deadline + ms(1)), []);
+    }
+
+    #[test]
+    fn grace_deadline_and_killed_follow_the_ladder() {
+        let (mut m, t0) = machine(100);
+        assert_eq!(m.grace_deadline(), None);
+        assert!(!m.killed());
+        m.on(Trigger(TERM), t0);
+        assert_eq!(m.grace_deadline(), Some(t0 + ms(100)));
+        m.on(GraceExpired, t0 + ms(100));
+        assert_eq!(m.grace_deadline(), None);
+        assert!(m.killed());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use pgkit::child::Job;
 use pgkit::deadline::Timer;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::JobControl;
-use pgkit::{group, poll, reap, verbose, Child, Signal, Status, Target};
+use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
 use std::os::fd::AsFd;
 use std::time::Instant;
 
@@ -31,6 +31,8 @@ pub struct Supervisor<'a> {
     stopped: bool,
     /// Once COMMAND has exited: a live member of its group, watched by pidfd.
     member: Option<group::Member>,
+    /// Said once that, without `/proc`, the group is watched blind.
+    blind_warned: bool,
 }
 
 impl<'a> Supervisor<'a> {
@@ -51,6 +53,7 @@ impl<'a> Supervisor<'a> {
             jobs,
             stopped: false,
             member: None,
+            blind_warned: false,
         }
     }
 
@@ -120,6 +123,9 @@ impl<'a> Supervisor<'a> {
 
     /// After COMMAND's exit: is anyone of its group left?
     fn watch_group(&mut self, now: Instant) {
+        if !descend::usable() {
+            return self.watch_group_blind(now);
+        }
         let before = self.member.as_ref().map(|m| m.pid);
         let pgid = self.child.pid();
         self.member = group::live_member(pgid, pgid);
@@ -133,6 +139,34 @@ impl<'a> Supervisor<'a> {
             }
             Some(_) => {}
         }
+    }
+
+    /// Without a usable `/proc` (not mounted, or another PID namespace's)
+    /// the members left after COMMAND cannot be seen. During the grace the
+    /// group stays pinned until the deadline, and the kill signal goes to it
+    /// then, so a member that ignores the stop signal is still killed; with
+    /// no grace running graceful cannot know, says so, and leaves with
+    /// COMMAND.
+    fn watch_group_blind(&mut self, now: Instant) {
+        let pgid = self.child.pid();
+        if self.machine.grace_deadline().is_some() {
+            if !self.blind_warned {
+                self.blind_warned = true;
+                pgkit::warn!(
+                    "/proc is not usable: cannot see what is left of group {pgid}; \
+                     it gets {} at the end of the grace period",
+                    self.config.kill_signal
+                );
+            }
+            return;
+        }
+        if !self.machine.killed() {
+            pgkit::warn!(
+                "/proc is not usable: cannot see what is left of group {pgid} \
+                 after COMMAND exited; leaving with COMMAND"
+            );
+        }
+        self.machine.on(Event::GroupGone, now);
     }
 
     /// A signal received by graceful: a stop trigger, passed on, or dropped.

@@ -18,6 +18,8 @@ mod cleanup;
 mod docs;
 /// Exit statuses: passed through, re-raised, 125/126/127.
 mod exit_status;
+/// Resource faults: no fork, no descriptor, closed stdio, no /proc.
+mod faults;
 /// pgwrap's forwarding, mapping, dropping and targets.
 mod forwarding;
 /// graceful's ladder: stop signal to the group, grace for every member, kill.
