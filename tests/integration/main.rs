@@ -28,6 +28,8 @@ mod grace;
 mod graceful_options;
 /// graceful on a terminal: Ctrl-C starts the ladder.
 mod graceful_tty;
+/// Hostile input: random argument vectors end in 125 or a started COMMAND, never a panic.
+mod hostile;
 /// What COMMAND inherits: signal mask, ignored signals, file descriptors.
 mod inheritance;
 /// The .deb and .rpm: lintian, install and removal, files, completions, reap as PID 1.

@@ -33,14 +33,35 @@ pub fn verbose_enabled() -> bool {
 
 /// `TOOL[PID]: msg` — a `-v` decision line.
 pub fn verbose_line(msg: std::fmt::Arguments<'_>) {
-    let line = format!("{}[{}]: {}\n", tool(), std::process::id(), msg);
+    let msg = msg.to_string();
+    let line = format!("{}[{}]: {}\n", tool(), std::process::id(), one_line(&msg));
     write_stderr(line.as_bytes());
 }
 
 /// `TOOL: msg` — an error or a hint, printed whatever `-v` says.
 pub fn error(msg: &str) {
-    let line = format!("{}: {}\n", tool(), msg);
+    let line = format!("{}: {}\n", tool(), one_line(msg));
     write_stderr(line.as_bytes());
+}
+
+/// `msg` with every control character (a newline, a carriage return, an
+/// escape sequence's ESC) written as an escape (`\n`, `\r`, `\u{1b}`): a
+/// value from the command line or a file name quoted in a message can
+/// neither break the one line nor drive the terminal.
+pub fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
+    if !msg.chars().any(char::is_control) {
+        return msg.into();
+    }
+    msg.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// Set once stderr is a broken pipe: nothing more is written to it.
@@ -85,4 +106,16 @@ macro_rules! warn {
     ($($arg:tt)*) => {
         $crate::log::error(&format!($($arg)*))
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(one_line("plain 'x' é"), "plain 'x' é");
+        assert_eq!(one_line("a\nb\r\u{1b}[2J\t"), "a\\nb\\r\\u{1b}[2J\\t");
+        assert!(!one_line("\u{85}\u{7f}\n").contains(char::is_control));
+    }
 }
