@@ -206,6 +206,8 @@ impl RunBuilder {
             }),
             cond: Condvar::new(),
             child_pid: pid,
+            // The child is not reaped yet, so this is its start time.
+            child_start: procfs::start_time(pid),
             own_group: self.setpgid,
         });
 
@@ -300,14 +302,16 @@ struct State {
     lines: Vec<String>,
     /// (pid, start time) of every process announced by a ready line.
     pids: Vec<(i32, u64)>,
-    /// Process groups announced by ready lines.
-    pgids: Vec<i32>,
+    /// Process groups announced by ready lines, with the start time of
+    /// their leader then (`None` if it was already gone).
+    pgids: Vec<(i32, Option<u64>)>,
 }
 
 struct Shared {
     state: Mutex<State>,
     cond: Condvar,
     child_pid: i32,
+    child_start: Option<u64>,
     own_group: bool,
 }
 
@@ -325,8 +329,10 @@ impl Shared {
                     state.pids.push((ready.pid, start));
                 }
             }
-            if !state.pgids.contains(&ready.pgid) {
-                state.pgids.push(ready.pgid);
+            if !state.pgids.iter().any(|&(g, _)| g == ready.pgid) {
+                state
+                    .pgids
+                    .push((ready.pgid, procfs::start_time(ready.pgid)));
             }
         }
         state.lines.push(line.to_string());
@@ -343,10 +349,15 @@ impl Shared {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         };
-        let kill_group = |pgid: i32| {
+        // A group is killed only if its id cannot have been given to a new
+        // group: once every member is gone the id is free, and a process
+        // that later gets that pid leads a stranger's group. So not if a
+        // process with the group's id exists that is not the leader seen.
+        let kill_group = |pgid: i32, leader_start: Option<u64>| {
+            let reused = procfs::start_time(pgid).is_some_and(|now| Some(now) != leader_start);
             // SAFETY: plain syscalls; kill(-pgid, 0) checks that the group still exists.
             unsafe {
-                if pgid > 1 && pgid != my_group && libc::kill(-pgid, 0) == 0 {
+                if !reused && pgid > 1 && pgid != my_group && libc::kill(-pgid, 0) == 0 {
                     libc::kill(-pgid, libc::SIGKILL);
                 }
             }
@@ -360,17 +371,17 @@ impl Shared {
             }
         }
         if self.own_group {
-            // The group created for the child. Its id cannot be handed out again while any
-            // member is left, so this is safe after the child was reaped too.
-            kill_group(self.child_pid);
+            // The group created for the child, also after the child was reaped: its id cannot
+            // be handed out again while any member is left (and kill_group checks the leader).
+            kill_group(self.child_pid, self.child_start);
         }
         for &(pid, start) in &state.pids {
             if procfs::start_time(pid) == Some(start) {
                 kill(pid);
             }
         }
-        for &pgid in &state.pgids {
-            kill_group(pgid);
+        for &(pgid, leader_start) in &state.pgids {
+            kill_group(pgid, leader_start);
         }
     }
 }

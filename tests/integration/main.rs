@@ -36,6 +36,10 @@ mod inheritance;
 mod packaging;
 /// PID 1 of a PID namespace with and without reap; the static reap alone in an empty root.
 mod pid1;
+/// PID reuse: no signal to a PID or PGID once its process was reaped (code review + ns_last_pid).
+mod pid_reuse;
+/// Start-up races: a signal at every point of start-up is never lost, misdelivered or hung on.
+mod races;
 /// reap's guarantee: the cleanup runs when reap's group is SIGKILLed.
 mod reap_guarantee;
 /// What reap's COMMAND and cleanup inherit.
