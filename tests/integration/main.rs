@@ -32,6 +32,8 @@ mod graceful_tty;
 mod hostile;
 /// What COMMAND inherits: signal mask, ignored signals, file descriptors.
 mod inheritance;
+/// Load: 200 concurrent reap -- graceful -- pgwrap chains finish cleanly.
+mod load;
 /// The .deb and .rpm: lintian, install and removal, files, completions, reap as PID 1.
 mod packaging;
 /// PID 1 of a PID namespace with and without reap; the static reap alone in an empty root.
@@ -64,3 +66,5 @@ mod supervisors;
 mod terminal;
 /// Terminal cases across the tools: default hand-over or not, hints, Ctrl-C, Ctrl-Z/fg.
 mod tty_all;
+/// Not root: each tool as nobody.
+mod unprivileged;
