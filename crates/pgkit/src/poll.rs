@@ -3,13 +3,21 @@
 //! passes.
 //!
 //! No timeout means no wake-up: with no deadline armed the tool sleeps until
-//! a signal or a child's exit makes a descriptor readable. The timeout is
-//! recomputed from a monotonic deadline on every call, so an early return
-//! never stretches the wait.
+//! a signal or a child's exit makes a descriptor readable. A deadline is
+//! kept by a `timerfd` polled with the rest ([`crate::deadline::Timer`]),
+//! not by the poll timeout, which the kernel lets run 0.1% late; it is armed
+//! from the monotonic deadline on every call, so an early return never
+//! stretches the wait.
 
+use crate::deadline::Timer;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::Mutex;
 use std::time::Instant;
+
+/// The deadline timer of the process, made on the first wait with a
+/// deadline (a tool without deadlines never opens it).
+static TIMER: Mutex<Option<Timer>> = Mutex::new(None);
 
 /// Wait until one of `fds` is readable (returns which, by index) or
 /// `deadline` passes (returns an empty list). `None` for `deadline` waits
@@ -37,7 +45,22 @@ pub fn wait_io(
         .map(|fd| entry(fd, libc::POLLIN))
         .chain(writable.iter().map(|fd| entry(fd, libc::POLLOUT)))
         .collect();
-    let timeout = deadline.map(|d| {
+    // The timer keeps the deadline; the poll timeout only if it cannot.
+    let mut timer = TIMER.lock().unwrap_or_else(|e| e.into_inner());
+    let mut fallback = deadline;
+    if let Some(d) = deadline {
+        if timer.is_none() {
+            *timer = Timer::new().ok();
+        }
+        if let Some(t) = timer.as_mut() {
+            if t.arm(Some(d)).is_ok() {
+                pfds.push(entry(&t.as_fd(), libc::POLLIN));
+                fallback = None;
+            }
+        }
+    }
+    let ours = readable.len() + writable.len();
+    let timeout = fallback.map(|d| {
         let left = d.saturating_duration_since(Instant::now());
         libc::timespec {
             tv_sec: left.as_secs().min(i64::MAX as u64) as libc::time_t,
@@ -65,7 +88,7 @@ pub fn wait_io(
         }
         return Err(err);
     }
-    Ok(pfds
+    Ok(pfds[..ours]
         .iter()
         .enumerate()
         .filter(|(_, p)| p.revents != 0)
