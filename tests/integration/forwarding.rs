@@ -67,6 +67,12 @@ fn signal_right_after_start_is_not_lost() {
 fn idle_pgwrap_does_not_wake_up() {
     let mut run = pgwrap(&[], &[]);
     run.expect_ready(TIMEOUT);
+    // Let pgwrap reach its one blocking call first (on a loaded machine it
+    // may not have run since the spawn returned).
+    procfs::wait_until("pgwrap asleep", TIMEOUT, || {
+        procfs::state(run.pid()) == Some('S')
+    });
+    std::thread::sleep(Duration::from_millis(300));
     let before = procfs::ctxt_switches(run.pid()).unwrap();
     std::thread::sleep(Duration::from_secs(1));
     let after = procfs::ctxt_switches(run.pid()).unwrap();
