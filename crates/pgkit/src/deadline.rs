@@ -42,8 +42,12 @@ impl Timer {
     /// Expire at `deadline` (at once if it has passed); `None` disarms. An
     /// expiry already signalled is cleared first, so the descriptor is
     /// readable only for this deadline. Calling it again with the same
-    /// deadline costs one `read(2)`.
+    /// deadline costs one `read(2)`; keeping it disarmed costs nothing (a
+    /// disarmed timer has no expiry to clear).
     pub fn arm(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        if deadline.is_none() && self.armed.is_none() {
+            return Ok(());
+        }
         let fired = self.clear();
         if deadline == self.armed && !fired {
             return Ok(());

@@ -2,9 +2,16 @@
 //! double-forked to escape — found and signalled without ever hitting a
 //! stranger, for the sweep a subreaper (or PID 1) makes once COMMAND is done.
 //!
-//! Finding: one pass over `/proc/*/stat` gives each process's parent; the
-//! tree is walked down from this process. As a subreaper, orphans of the
-//! tree are re-parented to us, so nothing inside the tree can leave it.
+//! Finding: the tree is walked down from this process through each
+//! process's `/proc/PID/task/TID/children` (one read per thread), and each
+//! process found is read in `/proc/PID/stat`; it counts only if its parent
+//! there is the process it was listed under, so a pid reused in between is
+//! never taken for a descendant. The cost follows the size of the tree, not
+//! of the system: with no leftovers, one read of our own children. Where
+//! the kernel has no `children` files (CONFIG_PROC_CHILDREN off), one pass
+//! over `/proc/*/stat` gives each process's parent instead. As a subreaper,
+//! orphans of the tree are re-parented to us, so nothing inside the tree
+//! can leave it.
 //!
 //! Signalling, race-free:
 //! - a direct child stays ours until we reap it, so its pid cannot be given
@@ -26,6 +33,7 @@ use crate::signal::Signal;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
 
 /// One process as `/proc/PID/stat` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,20 +80,85 @@ pub fn stat(pid: i32) -> Option<Proc> {
     if pid <= 0 {
         return None;
     }
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    let text = read_proc(&format!("/proc/{pid}/stat"))?;
+    parse_stat(std::str::from_utf8(&text).ok()?)
+}
+
+/// A small `/proc` file, whole: open, one read, close.
+/// `std::fs::read_to_string` would add a `statx`, a read per doubling of its
+/// buffer and a last read for the end of file: eight system calls for a
+/// `stat` line instead of three. A `/proc` file is generated whole on the
+/// first read (`stat`), or record by record for as long as the buffer has
+/// room (`children`), so a read that leaves room got all there was; one that
+/// fills the buffer is followed by reads until the end of file.
+pub(crate) fn read_proc(path: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 1024];
+    let n = loop {
+        match file.read(&mut buf) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    };
+    if n < buf.len() {
+        buf.truncate(n);
+    } else {
+        // Rare: a `children` list of more than ~150 pids.
+        file.read_to_end(&mut buf).ok()?;
+    }
+    Some(buf)
 }
 
 fn own_pid() -> i32 {
     std::process::id() as i32
 }
 
-/// Whether `/proc` is mounted and shows this PID namespace.
+/// Whether `/proc` is mounted and shows this PID namespace. Checked once
+/// per process image: a fork stays in its parent's namespace.
 pub fn usable() -> bool {
-    stat(own_pid()).is_some()
-        && std::fs::read_link("/proc/self")
-            .ok()
-            .and_then(|p| p.to_str()?.parse::<i32>().ok())
-            == Some(own_pid())
+    static USABLE: OnceLock<bool> = OnceLock::new();
+    *USABLE.get_or_init(|| {
+        stat(own_pid()).is_some()
+            && std::fs::read_link("/proc/self")
+                .ok()
+                .and_then(|p| p.to_str()?.parse::<i32>().ok())
+                == Some(own_pid())
+    })
+}
+
+/// The children of every thread of `pid` (zombies included), from
+/// `/proc/PID/task/TID/children`. Empty when the process is gone; `None`
+/// when this process's own files cannot be read (a kernel without them).
+pub(crate) fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let own = pid == own_pid();
+    let dir = if own {
+        "/proc/self/task".to_string()
+    } else {
+        format!("/proc/{pid}/task")
+    };
+    let mut kids = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(&dir) else {
+        return if own { None } else { Some(kids) };
+    };
+    for task in tasks.flatten() {
+        let tid = task.file_name();
+        match read_proc(&format!("{dir}/{}/children", tid.to_string_lossy())) {
+            Some(text) => kids.extend(pids(&text)),
+            None if own => return None,
+            None => {}
+        }
+    }
+    Some(kids)
+}
+
+/// The pids of a `children` file.
+pub(crate) fn pids(text: &[u8]) -> Vec<i32> {
+    String::from_utf8_lossy(text)
+        .split_ascii_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 /// Every process of the system, from one pass over `/proc`.
@@ -104,6 +177,38 @@ pub fn descendants() -> Option<Vec<Proc>> {
     if !usable() {
         return None;
     }
+    walk().or_else(scan)
+}
+
+/// Down the `children` files, level by level; `None` without them.
+fn walk() -> Option<Vec<Proc>> {
+    let me = own_pid();
+    let mut out = Vec::new();
+    let mut next = vec![(me, children_of(me)?)];
+    while !next.is_empty() {
+        let mut deeper = Vec::new();
+        for (parent, kids) in next {
+            for pid in kids {
+                // Listed under `parent` a moment ago. Its parent now is
+                // that one, or us (the parent died and, as the subreaper,
+                // we adopted it); any other means the pid was reused.
+                let Some(p) = stat(pid).filter(|p| p.ppid == parent || p.ppid == me) else {
+                    continue;
+                };
+                out.push(p);
+                // A zombie's children were re-parented when it exited.
+                if !p.is_zombie() {
+                    deeper.push((pid, children_of(pid).unwrap_or_default()));
+                }
+            }
+        }
+        next = deeper;
+    }
+    Some(out)
+}
+
+/// Every process of the system read once, the tree built from the parents.
+fn scan() -> Option<Vec<Proc>> {
     let mut by_parent: HashMap<i32, Vec<Proc>> = HashMap::new();
     for p in all()? {
         by_parent.entry(p.ppid).or_default().push(p);

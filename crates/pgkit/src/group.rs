@@ -36,38 +36,30 @@ pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
     if !descend::usable() {
         return None;
     }
-    let live = |pid: i32| descend::stat(pid).filter(|p| p.pgid == pgid && !p.is_zombie());
-    let mut queue: VecDeque<i32> = children_of("self").into();
+    let mut queue: VecDeque<i32> = descend::children_of(std::process::id() as i32)
+        .unwrap_or_default()
+        .into();
     while let Some(pid) = queue.pop_front() {
-        if let Some(seen) = live(pid).filter(|_| pid != leader) {
+        let Some(seen) = descend::stat(pid) else {
+            continue;
+        };
+        // A zombie neither counts nor has children (they were re-parented
+        // when it exited).
+        if seen.is_zombie() {
+            continue;
+        }
+        if seen.pgid == pgid && pid != leader {
             let pidfd = descend::pidfd_open(pid).ok();
             // Read again after opening: the same start time means the pidfd
             // names the process the walk saw, not a later owner of the pid.
-            if live(pid).is_some_and(|now| now.start == seen.start) {
+            let now = descend::stat(pid);
+            if now.is_some_and(|p| p.start == seen.start && p.pgid == pgid && !p.is_zombie()) {
                 return Some(Member { pid, pidfd });
             }
         }
-        queue.extend(children_of(&pid.to_string()));
+        queue.extend(descend::children_of(pid).unwrap_or_default());
     }
     None
-}
-
-/// The children of every thread of `pid` (`self` or a number), from
-/// `/proc/PID/task/TID/children`; empty when the process is gone.
-fn children_of(pid: &str) -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    let mut kids = Vec::new();
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            kids.extend(
-                text.split_ascii_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok()),
-            );
-        }
-    }
-    kids
 }
 
 #[cfg(test)]

@@ -11,12 +11,8 @@ use std::io;
 /// (zombies included). `None` where that file cannot be read.
 pub fn children() -> Option<Vec<i32>> {
     let tid = std::process::id();
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/children")).ok()?;
-    Some(
-        text.split_ascii_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect(),
-    )
+    let text = crate::descend::read_proc(&format!("/proc/self/task/{tid}/children"))?;
+    Some(crate::descend::pids(&text))
 }
 
 /// Reap every exited child except `keep` (the unreaped COMMAND). Returns the

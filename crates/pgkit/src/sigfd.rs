@@ -44,6 +44,9 @@ impl SignalFd {
     /// Drain first, then act: acting first could miss a signal that arrives
     /// in between and is not seen until the next wake-up.
     ///
+    /// A read that does not fill the buffer has taken every queued signal:
+    /// no second read is made just to meet EAGAIN.
+    ///
     /// A SIGPIPE this process raised on itself, by writing to a pipe (or a
     /// stderr) nobody reads any more, is left out: the write's EPIPE already
     /// says it, and logging it to a broken stderr would raise the next one.
@@ -67,7 +70,8 @@ impl SignalFd {
                 }
                 return out;
             }
-            for info in &buf[..n as usize / size] {
+            let got = n as usize / size;
+            for info in &buf[..got] {
                 if let Some(signal) = Signal::from_raw(info.ssi_signo as i32) {
                     out.push(Received {
                         signal,
@@ -75,6 +79,9 @@ impl SignalFd {
                         code: info.ssi_code,
                     });
                 }
+            }
+            if got < buf.len() {
+                return out;
             }
         }
     }
