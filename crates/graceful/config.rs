@@ -1,8 +1,8 @@
 //! graceful's command line: lexopt loop -> validated `Config`.
 
 use crate::machine::Ladder;
-use lexopt::Arg::{Long, Short, Value};
-use pgkit::cli::{self, Parsed};
+use lexopt::Arg::{Long, Short};
+use pgkit::cli::{self, Flow, Parsed};
 use pgkit::{Error, SigSet, Signal, Timeout};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -105,28 +105,22 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Short('g') | Long("grace") => grace = cli::duration(&mut parser, &opt)?,
             Short('s') | Long("signal") => signal = Some(cli::signal(&mut parser, &opt)?),
             Short('k') | Long("kill-signal") => kill_signal = cli::signal(&mut parser, &opt)?,
-            Long("on") => on = catchable(cli::signals(&mut parser, &opt)?, &opt)?,
+            Long("on") => on = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?,
             Short('f') | Long("forward") => {
-                forward = catchable(cli::signals(&mut parser, &opt)?, &opt)?
+                forward = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?
             }
             Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
             Long("preserve-status") => preserve_status = true,
             Long("foreground") => foreground = true,
             Long("no-foreground") => foreground = false,
-            Short('v') | Long("verbose") => verbose = true,
-            Short('h') | Long("help") => {
-                cli::no_value(&mut parser, &opt)?;
-                return Ok(Parsed::Help(HELP));
-            }
-            Short('V') | Long("version") => {
-                cli::no_value(&mut parser, &opt)?;
-                return Ok(Parsed::Version);
-            }
-            Value(first) => {
-                command = Some(cli::command(first, &mut parser)?);
-                break;
-            }
-            _ => return Err(cli::lexopt_error(arg.unexpected())),
+            arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
+                Flow::Next => {}
+                Flow::Command(argv) => {
+                    command = Some(argv);
+                    break;
+                }
+                Flow::Done(parsed) => return Ok(parsed),
+            },
         }
     }
     let command = command.ok_or_else(cli::missing_command)?;
@@ -145,24 +139,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         verbose,
         command,
     }))
-}
-
-/// graceful can only act on what it can catch, and it needs CHLD itself.
-fn catchable(set: SigSet, opt: &str) -> Result<SigSet, Error> {
-    for sig in set.iter() {
-        if sig.is_uncatchable() {
-            return Err(Error::usage(format!(
-                "{sig} cannot be caught, so it cannot be used with {opt} (send it to COMMAND \
-                 directly)"
-            )));
-        }
-        if sig == Signal::CHLD {
-            return Err(Error::usage(format!(
-                "CHLD cannot be used with {opt}: graceful needs it to watch the group"
-            )));
-        }
-    }
-    Ok(set)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! pgwrap's command line: lexopt loop -> validated `Config`.
 
-use lexopt::Arg::{Long, Short, Value};
-use pgkit::cli::{self, Parsed};
+use lexopt::Arg::{Long, Short};
+use pgkit::cli::{self, Flow, Parsed};
 use pgkit::{Error, SigSet, Signal, Target};
 use std::ffi::OsString;
 
@@ -114,29 +114,21 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("foreground") => foreground = Foreground::On,
             Long("no-foreground") => foreground = Foreground::Off,
             Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
-            Short('v') | Long("verbose") => verbose = true,
-            Short('h') | Long("help") => {
-                cli::no_value(&mut parser, &opt)?;
-                return Ok(Parsed::Help(HELP));
-            }
-            Short('V') | Long("version") => {
-                cli::no_value(&mut parser, &opt)?;
-                return Ok(Parsed::Version);
-            }
-            Value(first) => {
-                command = Some(cli::command(first, &mut parser)?);
-                break;
-            }
-            _ => return Err(cli::lexopt_error(arg.unexpected())),
+            arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
+                Flow::Next => {}
+                Flow::Command(argv) => {
+                    command = Some(argv);
+                    break;
+                }
+                Flow::Done(parsed) => return Ok(parsed),
+            },
         }
     }
     let command = command.ok_or_else(cli::missing_command)?;
     let forward = forward.unwrap_or_else(default_forward).minus(ignore);
-    for sig in forward.iter() {
-        check_catchable(sig, "--forward")?;
-    }
+    let forward = cli::catchable(forward, "--forward")?;
     for &(from, _) in &map {
-        check_catchable(from, "--map")?;
+        cli::catchable(SigSet::of(&[from]), "--map")?;
     }
     if setsid && foreground == Foreground::On {
         return Err(Error::usage(
@@ -167,21 +159,6 @@ fn parse_map(text: &str, opt: &str) -> Result<(Signal, Signal), Error> {
         Signal::parse(s).map_err(|e| Error::usage(format!("{e} in {opt} '{text}' ({hint})")))
     };
     Ok((one(from)?, one(to)?))
-}
-
-/// pgwrap can only pass on what it can catch, and it needs CHLD itself.
-fn check_catchable(sig: Signal, opt: &str) -> Result<(), Error> {
-    if sig.is_uncatchable() {
-        return Err(Error::usage(format!(
-            "{sig} cannot be caught, so {opt} cannot pass it on (send it to COMMAND directly)"
-        )));
-    }
-    if sig == Signal::CHLD {
-        return Err(Error::usage(format!(
-            "CHLD cannot be used with {opt}: pgwrap needs it to watch COMMAND"
-        )));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

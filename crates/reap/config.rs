@@ -1,7 +1,7 @@
 //! reap's command line: lexopt loop -> validated `Config`.
 
-use lexopt::Arg::{Long, Short, Value};
-use pgkit::cli::{self, Parsed};
+use lexopt::Arg::{Long, Short};
+use pgkit::cli::{self, Flow, Parsed};
 use pgkit::{Error, SigSet, Signal, Timeout};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -131,27 +131,18 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("keep-orphans") => keep_orphans = true,
             Long("foreground") => foreground = Foreground::On,
             Long("no-foreground") => foreground = Foreground::Off,
-            Short('v') | Long("verbose") => verbose = true,
-            Short('h') | Long("help") => {
-                cli::no_value(&mut parser, &opt)?;
-                return Ok(Parsed::Help(HELP));
-            }
-            Short('V') | Long("version") => {
-                cli::no_value(&mut parser, &opt)?;
-                return Ok(Parsed::Version);
-            }
-            Value(first) => {
-                command = Some(cli::command(first, &mut parser)?);
-                break;
-            }
-            _ => return Err(cli::lexopt_error(arg.unexpected())),
+            arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
+                Flow::Next => {}
+                Flow::Command(argv) => {
+                    command = Some(argv);
+                    break;
+                }
+                Flow::Done(parsed) => return Ok(parsed),
+            },
         }
     }
     let command = command.ok_or_else(cli::missing_command)?;
-    let forward = forward.unwrap_or_else(default_forward);
-    for sig in forward.iter() {
-        check_forwardable(sig)?;
-    }
+    let forward = cli::catchable(forward.unwrap_or_else(default_forward), "--forward")?;
     if cleanup.is_none() {
         for (given, opt) in [
             (exec_cleanup, "--exec-cleanup"),
@@ -182,21 +173,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         verbose,
         command,
     }))
-}
-
-/// reap can only pass on what it can catch, and it needs CHLD itself.
-fn check_forwardable(sig: Signal) -> Result<(), Error> {
-    if sig.is_uncatchable() {
-        return Err(Error::usage(format!(
-            "{sig} cannot be caught, so --forward cannot pass it on (send it to COMMAND directly)"
-        )));
-    }
-    if sig == Signal::CHLD {
-        return Err(Error::usage(
-            "CHLD cannot be used with --forward: reap needs it to reap its children",
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

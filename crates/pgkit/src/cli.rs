@@ -127,3 +127,77 @@ pub fn no_value(parser: &mut lexopt::Parser, opt: &str) -> Result<(), Error> {
         None => Ok(()),
     }
 }
+
+/// Where an argument leaves the option loop.
+pub enum Flow<T> {
+    /// Keep parsing.
+    Next,
+    /// The first argument that is not an option: COMMAND, whole.
+    Command(Vec<OsString>),
+    /// `-h` or `-V`: stop and answer.
+    Done(Parsed<T>),
+}
+
+/// An argument the tool's own options did not match, no longer borrowing
+/// the parser: `Arg::Short`/`Long` borrow it, and [`common`] needs it too.
+pub enum Other {
+    Option(String),
+    Value(OsString),
+}
+
+impl From<lexopt::Arg<'_>> for Other {
+    fn from(arg: lexopt::Arg<'_>) -> Other {
+        match arg {
+            lexopt::Arg::Value(v) => Other::Value(v),
+            option => Other::Option(opt_name(&option)),
+        }
+    }
+}
+
+/// The part of the option loop every tool shares: `-v`, `-h`, `-V`, the
+/// start of COMMAND, and the error for anything else. Call it for every
+/// argument the tool's own options did not match:
+/// `arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)?`.
+pub fn common<T>(
+    arg: Other,
+    parser: &mut lexopt::Parser,
+    help: &'static str,
+    verbose: &mut bool,
+) -> Result<Flow<T>, Error> {
+    match arg {
+        Other::Option(opt) => match opt.as_str() {
+            "-v" | "--verbose" => *verbose = true,
+            "-h" | "--help" => {
+                no_value(parser, &opt)?;
+                return Ok(Flow::Done(Parsed::Help(help)));
+            }
+            "-V" | "--version" => {
+                no_value(parser, &opt)?;
+                return Ok(Flow::Done(Parsed::Version));
+            }
+            _ => return Err(lexopt_error(lexopt::Error::UnexpectedOption(opt))),
+        },
+        Other::Value(first) => return Ok(Flow::Command(command(first, parser)?)),
+    }
+    Ok(Flow::Next)
+}
+
+/// Signals a tool can pass on or act on: it can only catch what is
+/// catchable, and it needs CHLD itself to watch its children.
+pub fn catchable(set: SigSet, opt: &str) -> Result<SigSet, Error> {
+    for sig in set.iter() {
+        if sig.is_uncatchable() {
+            return Err(Error::usage(format!(
+                "{sig} cannot be caught, so it cannot be used with {opt} \
+                 (send it to COMMAND directly)"
+            )));
+        }
+        if sig == Signal::CHLD {
+            return Err(Error::usage(format!(
+                "CHLD cannot be used with {opt}: {} needs it to watch its children",
+                crate::log::tool()
+            )));
+        }
+    }
+    Ok(set)
+}
