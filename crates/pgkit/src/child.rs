@@ -59,6 +59,12 @@ pub struct Child {
     pidfd: Option<OwnedFd>,
     exit: Option<Status>,
     reaped: bool,
+    /// A stop or continue found by the last [`Child::poll_exit`], for
+    /// [`Child::poll_job`].
+    job: Option<Job>,
+    /// The last `poll_exit` also looked for stops and continues, so the
+    /// next `poll_job` need not ask the kernel again.
+    job_looked: bool,
 }
 
 /// One `waitid` result: the pid, `si_code` and `si_status`.
@@ -100,6 +106,14 @@ pub(crate) fn waitid(
     }
 }
 
+/// Whether a `waitid` result is a stop or continue (not an exit).
+fn is_job(info: &WaitInfo) -> bool {
+    matches!(
+        info.code,
+        libc::CLD_STOPPED | libc::CLD_CONTINUED | libc::CLD_TRAPPED
+    )
+}
+
 /// Decode an exit from `waitid`.
 pub(crate) fn exit_status(info: &WaitInfo) -> Status {
     match info.code {
@@ -118,6 +132,8 @@ impl Child {
             pidfd,
             exit: None,
             reaped: false,
+            job: None,
+            job_looked: false,
         }
     }
 
@@ -183,12 +199,21 @@ impl Child {
     }
 
     /// Has COMMAND exited? Reads the status without reaping
-    /// (`waitid(WEXITED | WNOWAIT)`), so the pid stays pinned.
+    /// (`waitid(WEXITED | WNOWAIT)`), so the pid stays pinned. The same call
+    /// also looks for a stop or continue, kept for the next
+    /// [`Child::poll_job`]: one system call for both questions.
     pub fn poll_exit(&mut self) -> Option<Status> {
         if self.exit.is_none() && !self.reaped {
-            let flags = libc::WEXITED | libc::WNOWAIT;
-            if let Ok(Some(info)) = waitid(libc::P_PID, self.pid as libc::id_t, flags) {
-                self.exit = Some(exit_status(&info));
+            let flags = libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOWAIT;
+            match waitid(libc::P_PID, self.pid as libc::id_t, flags) {
+                Ok(Some(info)) if is_job(&info) => {
+                    // Taken from the kernel now, or it would be seen twice.
+                    self.job = self.ask_job().or(self.job);
+                    self.job_looked = true;
+                }
+                Ok(Some(info)) => self.exit = Some(exit_status(&info)),
+                Ok(None) => self.job_looked = true,
+                Err(_) => {}
             }
         }
         self.exit
@@ -199,6 +224,18 @@ impl Child {
         if self.exit.is_some() || self.reaped {
             return None;
         }
+        let looked = std::mem::take(&mut self.job_looked);
+        if let Some(job) = self.job.take() {
+            return Some(job);
+        }
+        if looked {
+            return None;
+        }
+        self.ask_job()
+    }
+
+    /// `waitid(WSTOPPED | WCONTINUED)`: take the next stop or continue.
+    fn ask_job(&self) -> Option<Job> {
         let flags = libc::WSTOPPED | libc::WCONTINUED;
         match waitid(libc::P_PID, self.pid as libc::id_t, flags) {
             Ok(Some(info)) if info.code == libc::CLD_CONTINUED => Some(Job::Continued),

@@ -51,19 +51,16 @@ impl SignalFd {
     /// stderr) nobody reads any more, is left out: the write's EPIPE already
     /// says it, and logging it to a broken stderr would raise the next one.
     pub fn drain(&self) -> Vec<Received> {
+        const RECORDS: usize = 16;
         let mut out = Vec::new();
         let size = std::mem::size_of::<libc::signalfd_siginfo>();
         loop {
-            // SAFETY: signalfd_siginfo is plain old data; all zeroes is valid.
-            let mut buf: [libc::signalfd_siginfo; 16] = unsafe { std::mem::zeroed() };
+            // Not zeroed first (2 KiB per wake-up): only what the kernel
+            // wrote is read.
+            let mut buf = std::mem::MaybeUninit::<[libc::signalfd_siginfo; RECORDS]>::uninit();
             // SAFETY: `buf` is writable for its whole size.
-            let n = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    size * buf.len(),
-                )
-            };
+            let n =
+                unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), size * RECORDS) };
             if n <= 0 {
                 if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -71,7 +68,14 @@ impl SignalFd {
                 return out;
             }
             let got = n as usize / size;
-            for info in &buf[..got] {
+            // SAFETY: the kernel wrote `n` bytes from the start of `buf`:
+            // whole records (a signalfd never returns part of one), `got`
+            // of them, each plain old data.
+            let records = unsafe {
+                std::slice::from_raw_parts(buf.as_ptr().cast::<libc::signalfd_siginfo>(), got)
+            };
+            out.reserve(got);
+            for info in records {
                 if let Some(signal) = Signal::from_raw(info.ssi_signo as i32) {
                     out.push(Received {
                         signal,
@@ -80,7 +84,7 @@ impl SignalFd {
                     });
                 }
             }
-            if got < buf.len() {
+            if got < RECORDS {
                 return out;
             }
         }
