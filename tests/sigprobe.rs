@@ -460,8 +460,17 @@ fn probe_mode(opts: &Opts) -> c_int {
                 err_line(&format!("sigprobe: cannot ignore {}", sig_name(sig)));
             }
         }
+        // Block first, then install the handlers: a signal arriving in
+        // between must stay pending for the signalfd, not run the no-op
+        // handler and vanish.
         for sig in 1..=max {
-            if never_caught(sig) || opts.ignore.contains(&sig) {
+            if !(never_caught(sig) || opts.ignore.contains(&sig)) {
+                libc::sigaddset(&mut catch, sig);
+            }
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &catch, std::ptr::null_mut());
+        for sig in 1..=max {
+            if libc::sigismember(&catch, sig) != 1 {
                 continue;
             }
             let mut sa: libc::sigaction = std::mem::zeroed();
@@ -469,9 +478,7 @@ fn probe_mode(opts: &Opts) -> c_int {
             libc::sigfillset(&mut sa.sa_mask);
             sa.sa_flags = libc::SA_RESTART;
             libc::sigaction(sig, &sa, std::ptr::null_mut());
-            libc::sigaddset(&mut catch, sig);
         }
-        libc::sigprocmask(libc::SIG_BLOCK, &catch, std::ptr::null_mut());
     }
 
     // Fork children before the main ready line; they inherit dispositions and the mask.
