@@ -21,7 +21,7 @@ use crate::error::{describe, Error, CANNOT_EXEC, NOT_FOUND};
 use crate::signal::Signal;
 use crate::startup::{Restorer, Startup};
 use std::cell::Cell;
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int, c_void};
@@ -136,14 +136,6 @@ impl Spawn {
 
     /// Everything `execve` needs, prepared before the child exists.
     fn image(&self) -> Result<Image, Error> {
-        let cstr = |s: &OsStr, what: &str| {
-            CString::new(s.as_bytes()).map_err(|_| {
-                Error::usage(format!(
-                    "{what} '{}' contains a NUL byte",
-                    s.to_string_lossy()
-                ))
-            })
-        };
         let program = self.argv.first().cloned().unwrap_or_default();
         let args: Vec<CString> = self
             .argv
@@ -157,25 +149,56 @@ impl Spawn {
         let env = if self.env.is_empty() {
             None
         } else {
-            let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-            for (key, value) in &self.env {
-                vars.retain(|(k, _)| k != key);
-                if let Some(value) = value {
-                    vars.push((key.clone(), value.clone()));
-                }
-            }
-            let joined = vars.into_iter().map(|(mut k, v)| {
-                k.push("=");
-                k.push(v);
-                k
-            });
-            Some(
-                joined
-                    .map(|kv| cstr(&kv, "variable"))
-                    .collect::<Result<Vec<_>, _>>()?,
-            )
+            Some(self.environment()?)
         };
         Ok(Image::new(candidates, args, env))
+    }
+
+    /// COMMAND's environment where `env`/`env_remove` change it: the tool's
+    /// own entries less every one of a changed name, then the new values.
+    /// The kept entries are pointed at where the C library keeps them, not
+    /// copied: copying every variable cost graceful (which sets
+    /// `GRACEFUL_GRACE_MS`) some 80,000 instructions and 50 us per start.
+    fn environment(&self) -> Result<Environment, Error> {
+        // The last change of a name wins; new values go last, in the order
+        // of their last change.
+        let mut added = Vec::new();
+        for (i, (key, value)) in self.env.iter().enumerate() {
+            let changed_later = self.env[i + 1..].iter().any(|(k, _)| k == key);
+            if let (Some(value), false) = (value, changed_later) {
+                let mut entry = key.clone();
+                entry.push("=");
+                entry.push(value);
+                added.push(cstr(&entry, "variable")?);
+            }
+        }
+        let changed = |name: &[u8]| self.env.iter().any(|(k, _)| k.as_bytes() == name);
+        let mut pointers = Vec::new();
+        // SAFETY: `environ` is the C library's environment: null, or a
+        // null-terminated array of NUL-terminated strings. The tools change
+        // no variable (they have one thread and never call setenv), so the
+        // strings stay where they are until COMMAND's execve, which reads
+        // them in the same memory (the child shares it until then).
+        unsafe {
+            let mut entry = environ;
+            while !entry.is_null() && !(*entry).is_null() {
+                let text = CStr::from_ptr(*entry).to_bytes();
+                // As std::env::vars_os reads it: the name is at least one
+                // byte long, and an entry without '=' after it is skipped.
+                if let Some(eq) = text.iter().skip(1).position(|&b| b == b'=') {
+                    if !changed(&text[..eq + 1]) {
+                        pointers.push(*entry);
+                    }
+                }
+                entry = entry.add(1);
+            }
+        }
+        pointers.extend(added.iter().map(|c| c.as_ptr()));
+        pointers.push(std::ptr::null());
+        Ok(Environment {
+            _added: added,
+            pointers,
+        })
     }
 
     fn failure(&self, failure: &Failure) -> Error {
@@ -204,6 +227,28 @@ impl Spawn {
             },
         }
     }
+}
+
+/// `s` as a C string; a NUL byte in it is the caller's error (125).
+fn cstr(s: &OsStr, what: &str) -> Result<CString, Error> {
+    CString::new(s.as_bytes()).map_err(|_| {
+        Error::usage(format!(
+            "{what} '{}' contains a NUL byte",
+            s.to_string_lossy()
+        ))
+    })
+}
+
+extern "C" {
+    /// The C library's environment (`environ(7)`).
+    static environ: *const *const c_char;
+}
+
+/// COMMAND's own environment: the pointers `execve` gets, and the strings
+/// made for it that they point into (the others are the tool's own).
+struct Environment {
+    _added: Vec<CString>,
+    pointers: Vec<*const c_char>,
 }
 
 /// The paths `execvp` would try: PROGRAM itself if it holds a slash, else
@@ -237,40 +282,32 @@ struct Image {
     candidates: Vec<CString>,
     _args: Vec<CString>,
     argv: Vec<*const c_char>,
-    _env: Option<Vec<CString>>,
-    envp: Option<Vec<*const c_char>>,
+    env: Option<Environment>,
 }
 
 impl Image {
-    fn new(candidates: Vec<CString>, args: Vec<CString>, env: Option<Vec<CString>>) -> Image {
-        let ptrs = |v: &[CString]| {
-            v.iter()
-                .map(|c| c.as_ptr())
-                .chain(std::iter::once(std::ptr::null()))
-                .collect()
-        };
-        let argv = ptrs(&args);
-        let envp = env.as_deref().map(ptrs);
+    fn new(candidates: Vec<CString>, args: Vec<CString>, env: Option<Environment>) -> Image {
+        let argv = args
+            .iter()
+            .map(|c| c.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect();
         Image {
             candidates,
             _args: args,
             argv,
-            _env: env,
-            envp,
+            env,
         }
     }
 
     /// Try each candidate as `execvp` does; returns only on failure.
     /// Async-signal-safe and allocation-free: runs in the vfork child.
     fn exec(&self) -> Failure {
-        extern "C" {
-            static environ: *const *const c_char;
-        }
         // SAFETY: `environ` is the C library's environment, valid here.
         let envp = self
-            .envp
+            .env
             .as_ref()
-            .map_or(unsafe { environ }, |e| e.as_ptr());
+            .map_or(unsafe { environ }, |e| e.pointers.as_ptr());
         let mut errno = libc::ENOENT;
         let mut saw_eacces = false;
         for path in &self.candidates {
