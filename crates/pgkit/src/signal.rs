@@ -89,7 +89,11 @@ impl Signal {
 
     /// Every valid signal, in number order.
     pub fn all() -> impl Iterator<Item = Signal> {
-        (1..=rtmax()).filter_map(Signal::from_raw)
+        // The realtime range is asked for once, not once per number.
+        let (lo, hi) = (rtmin(), rtmax());
+        (1..=hi)
+            .filter(move |&n| n <= libc::SIGSYS || n >= lo)
+            .map(Signal)
     }
 
     /// The signal number.
@@ -257,8 +261,22 @@ impl SigSet {
         self.0 == 0
     }
 
+    /// The valid signals of the set, in number order.
     pub fn iter(self) -> impl Iterator<Item = Signal> {
-        Signal::all().filter(move |s| self.contains(*s))
+        // Only the bits that are set are looked at, and the realtime range
+        // is asked for once.
+        let (lo, hi) = (rtmin(), rtmax());
+        let mut bits = self.0;
+        std::iter::from_fn(move || {
+            while bits != 0 {
+                let n = bits.trailing_zeros() as i32 + 1;
+                bits &= bits - 1;
+                if n <= libc::SIGSYS || (lo..=hi).contains(&n) {
+                    return Some(Signal(n));
+                }
+            }
+            None
+        })
     }
 
     /// From the kernel-style mask (bit `n - 1` for signal `n`).
