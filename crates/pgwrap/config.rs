@@ -1,7 +1,8 @@
 //! pgwrap's command line: lexopt loop -> validated `Config`.
 
 use lexopt::Arg::{Long, Short};
-use pgkit::cli::{self, Flow, Parsed};
+use pgkit::cli::{self, default_forward, Flow, Parsed};
+pub use pgkit::tty::Foreground;
 use pgkit::{Error, SigSet, Signal, Target};
 use std::ffi::OsString;
 
@@ -29,14 +30,6 @@ Exit status: COMMAND's; killed by a signal => pgwrap dies of it too;
 125 pgwrap failed, 126 COMMAND not executable, 127 COMMAND not found.
 See pgwrap(1).
 ";
-
-/// Whether COMMAND gets the terminal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Foreground {
-    Auto,
-    On,
-    Off,
-}
 
 #[derive(Debug)]
 pub struct Config {
@@ -68,18 +61,6 @@ impl Config {
             set
         })
     }
-}
-
-pub fn default_forward() -> SigSet {
-    SigSet::of(&[
-        Signal::HUP,
-        Signal::INT,
-        Signal::QUIT,
-        Signal::TERM,
-        Signal::USR1,
-        Signal::USR2,
-        Signal::WINCH,
-    ])
 }
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {

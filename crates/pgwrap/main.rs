@@ -5,12 +5,12 @@
 
 mod config;
 
-use config::{Config, Foreground};
+use config::Config;
 use pgkit::child::Job;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
-use pgkit::tty::{self, JobControl};
+use pgkit::tty::JobControl;
 use pgkit::{cli, exit, log, poll, verbose, Child, Error, SigSet, Signal, Target};
 use std::os::fd::AsFd;
 
@@ -26,12 +26,7 @@ fn run() -> ! {
     startup::block(caught);
     let signals =
         SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
-    let handed_over = !config.setsid
-        && match config.foreground {
-            Foreground::Auto => tty::we_are_foreground(),
-            Foreground::On => tty::is_tty(),
-            Foreground::Off => false,
-        };
+    let handed_over = !config.setsid && config.foreground.hand_over();
     let isolation = if config.setsid {
         Isolation::Session
     } else {

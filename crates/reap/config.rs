@@ -1,7 +1,8 @@
 //! reap's command line: lexopt loop -> validated `Config`.
 
 use lexopt::Arg::{Long, Short};
-use pgkit::cli::{self, Flow, Parsed};
+use pgkit::cli::{self, default_forward, Flow, Parsed};
+pub use pgkit::tty::Foreground;
 use pgkit::{Error, SigSet, Signal, Timeout};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -38,14 +39,6 @@ PID 1); if COMMAND succeeded and the cleanup failed, the cleanup's.
 125 reap failed, 126 COMMAND not executable, 127 COMMAND not found.
 See reap(1).
 ";
-
-/// Whether COMMAND gets the terminal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Foreground {
-    Auto,
-    On,
-    Off,
-}
 
 #[derive(Debug)]
 pub struct Config {
@@ -85,18 +78,6 @@ impl Config {
     pub fn grace(&self) -> Option<Duration> {
         self.grace.duration()
     }
-}
-
-pub fn default_forward() -> SigSet {
-    SigSet::of(&[
-        Signal::HUP,
-        Signal::INT,
-        Signal::QUIT,
-        Signal::TERM,
-        Signal::USR1,
-        Signal::USR2,
-        Signal::WINCH,
-    ])
 }
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {

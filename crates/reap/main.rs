@@ -17,7 +17,6 @@ mod phases;
 mod sweep;
 mod terminal;
 
-use config::Foreground;
 use guardian::{Detach, Split};
 use pgkit::sigfd::SignalFd;
 use pgkit::startup::{self, Startup};
@@ -38,11 +37,7 @@ fn run() -> ! {
 
     let caught = SigSet::blockable().union(config.forward);
     startup::block(caught);
-    let handed_over = match config.foreground {
-        Foreground::Auto => tty::we_are_foreground(),
-        Foreground::On => tty::is_tty(),
-        Foreground::Off => false,
-    };
+    let handed_over = config.foreground.hand_over();
 
     let (link, stops) = if reap::is_pid1() {
         verbose!("running as PID 1: reaping every orphan of the namespace");

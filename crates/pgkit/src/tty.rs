@@ -4,6 +4,30 @@
 //! The tool keeps SIGTTOU blocked, so `tcsetpgrp` from a background group
 //! succeeds instead of stopping the tool.
 
+/// Whether COMMAND gets the terminal (`--foreground`, `--no-foreground`,
+/// or neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreground {
+    /// Hand it over when stdin is a terminal and the tool is in its
+    /// foreground group, as tini does.
+    Auto,
+    /// Hand it over whenever stdin is a terminal.
+    On,
+    /// Never.
+    Off,
+}
+
+impl Foreground {
+    /// Whether to hand the terminal over now.
+    pub fn hand_over(self) -> bool {
+        match self {
+            Foreground::Auto => we_are_foreground(),
+            Foreground::On => is_tty(),
+            Foreground::Off => false,
+        }
+    }
+}
+
 /// Whether stdin is a terminal.
 pub fn is_tty() -> bool {
     // SAFETY: isatty only inspects the descriptor.
