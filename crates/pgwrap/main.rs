@@ -93,14 +93,20 @@ fn pass_on(config: &Config, child: &Child, received: Received, stopped: bool) {
         verbose!("received {signal} from pid {from}: dropped");
         return;
     };
+    // Nothing is formatted before the signal is sent (and only with -v).
     let to = match config.to {
-        Target::Group => format!("group {}", child.pid()),
-        Target::Child => format!("pid {}", child.pid()),
+        Target::Group => "group",
+        Target::Child => "pid",
     };
+    let pid = child.pid();
     match child.signal(config.to, out) {
-        Ok(()) if out == signal => verbose!("received {signal} from pid {from}: forwarded to {to}"),
-        Ok(()) => verbose!("received {signal} from pid {from}: passed on as {out} to {to}"),
-        Err(e) => verbose!("received {signal} from pid {from}: cannot send {out} to {to}: {e}"),
+        Ok(()) if out == signal => {
+            verbose!("received {signal} from pid {from}: forwarded to {to} {pid}")
+        }
+        Ok(()) => verbose!("received {signal} from pid {from}: passed on as {out} to {to} {pid}"),
+        Err(e) => {
+            verbose!("received {signal} from pid {from}: cannot send {out} to {to} {pid}: {e}")
+        }
     }
     // A stopped process acts on nothing but KILL until continued; as
     // systemd and timeout(1) do, continue it so it can act on a stop request.
