@@ -112,7 +112,9 @@ impl Spawn {
             unsafe { libc::waitpid(pid, &mut status, 0) };
             return Err(self.failure(&job.failure));
         }
-        let pidfd = pidfd.or_else(|| pidfd_open(pid));
+        // Without CLONE_PIDFD (older kernels): a pidfd of the unreaped child,
+        // or none, and SIGCHLD alone watches it.
+        let pidfd = pidfd.or_else(|| crate::descend::pidfd_open(pid).ok());
         Ok(Child::new(pid, pidfd))
     }
 
@@ -466,14 +468,4 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     let failure = job.image.exec();
     job.failure.record(failure.stage.get(), failure.errno.get());
     127
-}
-
-/// `pidfd_open(2)`; `None` where the kernel has none (COMMAND is then
-/// watched through SIGCHLD alone).
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags; the result is a new
-    // close-on-exec descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    // SAFETY: a new descriptor nothing else owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }
