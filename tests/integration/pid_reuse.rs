@@ -93,6 +93,11 @@ fn test_kit_never_kills_a_group_whose_id_was_reused() {
     let mut run = Run::new("true").spawn();
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
     let pgid = run.pgid();
+    // Start times in /proc are in clock ticks (10 ms): a pid reused within
+    // the same tick looks like the same process to any start-time check.
+    // Real reuse needs the pid counter to wrap, far slower than a tick, so
+    // wait for the next tick before taking the pid back.
+    std::thread::sleep(std::time::Duration::from_millis(30));
     // A new group leader with that very pid.
     let Some(mut victim) = group_leader_with_pid(pgid) else {
         return skip::skip(
