@@ -11,7 +11,6 @@ mod machine;
 mod supervise;
 
 use machine::Machine;
-use pgkit::deadline::Timer;
 use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
@@ -33,7 +32,6 @@ fn run() -> ! {
     startup::block(caught);
     let signals =
         SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
-    let timer = Timer::new().unwrap_or_else(|e| Error::sys("create a timerfd", e).exit());
     // Members whose parent dies are re-parented to graceful: their exits
     // reach it as SIGCHLD, and it can reap them.
     reap::become_subreaper().unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
@@ -55,7 +53,7 @@ fn run() -> ! {
     );
 
     let jobs = JobControl { handed_over };
-    let mut supervisor = Supervisor::new(&config, child, machine, signals, timer, jobs);
+    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs);
     let status = supervisor.run();
     let timed_out = supervisor.finish();
     if timed_out && !config.preserve_status {

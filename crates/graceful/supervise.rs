@@ -5,14 +5,13 @@
 //! gone, so the group's id stays COMMAND's and `kill(-pgid)` can never reach
 //! a stranger. Every wake-up has a cause: a signal (SIGCHLD included, which
 //! stands for the exit of a child or an adopted member), COMMAND's pidfd, a
-//! member's pidfd, or the machine's next deadline (a timerfd, exact where a
-//! poll timeout may run 0.1% late); with no deadline the loop sleeps without
-//! a timeout.
+//! member's pidfd, or the machine's next deadline (kept by `poll::wait` on
+//! a timerfd, exact where a poll timeout may run 0.1% late); with no
+//! deadline the loop sleeps without a timeout.
 
 use crate::config::Config;
 use crate::machine::{Action, Event, Machine};
 use pgkit::child::Job;
-use pgkit::deadline::Timer;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::JobControl;
 use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
@@ -24,8 +23,6 @@ pub struct Supervisor<'a> {
     child: Child,
     machine: Machine,
     signals: SignalFd,
-    /// Expires at the machine's deadline.
-    timer: Timer,
     jobs: JobControl,
     /// COMMAND is stopped (job control): a stop signal is followed by CONT.
     stopped: bool,
@@ -41,7 +38,6 @@ impl<'a> Supervisor<'a> {
         child: Child,
         machine: Machine,
         signals: SignalFd,
-        timer: Timer,
         jobs: JobControl,
     ) -> Supervisor<'a> {
         Supervisor {
@@ -49,7 +45,6 @@ impl<'a> Supervisor<'a> {
             child,
             machine,
             signals,
-            timer,
             jobs,
             stopped: false,
             member: None,
@@ -222,15 +217,7 @@ impl<'a> Supervisor<'a> {
 
     /// The one blocking call.
     fn wait(&mut self) {
-        let deadline = self.machine.deadline();
-        let timeout = match self.timer.arm(deadline) {
-            Ok(()) => None,
-            Err(e) => {
-                pgkit::warn!("cannot arm the timer ({e}); using the poll timeout");
-                deadline
-            }
-        };
-        let mut fds = vec![self.signals.as_fd(), self.timer.as_fd()];
+        let mut fds = vec![self.signals.as_fd()];
         if self.child.exit_status().is_none() {
             // Readable for good once COMMAND has exited: then left out.
             fds.extend(self.child.pidfd());
@@ -238,7 +225,7 @@ impl<'a> Supervisor<'a> {
         if let Some(fd) = self.member.as_ref().and_then(|m| m.pidfd.as_ref()) {
             fds.push(fd.as_fd());
         }
-        if let Err(e) = poll::wait(&fds, timeout) {
+        if let Err(e) = poll::wait(&fds, self.machine.deadline()) {
             pgkit::warn!("poll failed: {e}");
         }
     }
