@@ -14,6 +14,8 @@ mod bad_input;
 mod ci_agent;
 /// reap's cleanup: order, environment, shielding, timeout, exit status.
 mod cleanup;
+/// A re-raised core-dumping signal runs no core handler for the tool.
+mod core_dump;
 /// Help texts, man pages and parsers agree.
 mod docs;
 /// Exit statuses: passed through, re-raised, 125/126/127.
@@ -34,6 +36,8 @@ mod hostile;
 mod inheritance;
 /// Load: 200 concurrent reap -- graceful -- pgwrap chains finish cleanly.
 mod load;
+/// The nohup rule: a signal the caller left ignored stays ignored unless an option names it.
+mod nohup;
 /// The .deb and .rpm: lintian, install and removal, files, completions, reap as PID 1.
 mod packaging;
 /// PID 1 of a PID namespace with and without reap; the static reap alone in an empty root.
