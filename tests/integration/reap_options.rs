@@ -29,7 +29,6 @@ fn reap_rejects_malformed_invocations() {
         &["--signal"],
         &["--grace", "10x"],
         &["-g", "-1"],
-        &["--grace", "99999999999999999999999d"],
         &["--cleanup-timeout", "soon", "-c", c],
         &["--cleanup-timeout", "5s"],
         &["--exec-cleanup"],

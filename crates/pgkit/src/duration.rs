@@ -16,9 +16,14 @@ pub enum Timeout {
 /// The hint appended to every "invalid duration" message.
 pub const DURATION_HINT: &str = "try 10, 10s, 1.5s, 250ms, 2m, 1h, 1d or inf";
 
-/// Longer than any real wait (about 3000 years): larger values are refused
-/// rather than silently turned into `inf`.
-const MAX_SECS: u64 = 100_000_000_000;
+/// The longest wait the tools arm (about 3000 years): a larger value, however
+/// many digits it has, means this, as `timeout(1)` takes an unrepresentable
+/// duration for the longest it can wait.
+pub const MAX_SECS: u64 = 100_000_000_000;
+
+/// The smallest wait: what a positive value below a nanosecond becomes
+/// (only a literal zero is zero).
+const MIN_NANOS: u128 = 1;
 
 impl Timeout {
     /// Parse a duration; the error is the message's middle
@@ -48,13 +53,17 @@ impl Timeout {
         if whole.is_empty() && frac.is_empty() || !digits_ok(whole) || !digits_ok(frac) {
             return Err(bad());
         }
-        if number.ends_with('.') || whole.len() > 20 {
+        if number.ends_with('.') {
             return Err(bad());
         }
-        let whole: u128 = if whole.is_empty() {
-            0
+        let max_nanos = u128::from(MAX_SECS) * 1_000_000_000;
+        // More digits than a u128 holds: longer than the longest wait anyway.
+        let Ok(whole) = (if whole.is_empty() {
+            Ok(0)
         } else {
-            whole.parse().map_err(|_| bad())?
+            whole.parse::<u128>()
+        }) else {
+            return Ok(Timeout::After(Duration::from_secs(MAX_SECS)));
         };
         // The fraction, scaled to units of 10^-18: more precision than any
         // unit needs, and 18 digits fit in a u128 product without overflow.
@@ -67,10 +76,16 @@ impl Timeout {
         let nanos = whole
             .checked_mul(nanos_per_unit)
             .and_then(|n| n.checked_add(frac_e18 * nanos_per_unit / 1_000_000_000_000_000_000))
-            .ok_or_else(bad)?;
-        if nanos / 1_000_000_000 > u128::from(MAX_SECS) {
-            return Err(format!("duration '{text}' is too long (use inf for never)"));
-        }
+            .unwrap_or(max_nanos)
+            .min(max_nanos);
+        // A positive value too small to count in nanoseconds is the smallest
+        // wait, never zero.
+        let positive = number.bytes().any(|b| (b'1'..=b'9').contains(&b));
+        let nanos = if positive {
+            nanos.max(MIN_NANOS)
+        } else {
+            nanos
+        };
         let secs = (nanos / 1_000_000_000) as u64;
         Ok(Timeout::After(Duration::new(
             secs,
@@ -129,29 +144,34 @@ mod tests {
     #[test]
     fn rejected_forms() {
         for text in [
-            "",
-            "10x",
-            "-1",
-            "+1",
-            "1.2.3s",
-            "s",
-            "ms",
-            ".",
-            "1.",
-            "1 s",
-            " 1",
-            "1e3",
-            "nan",
-            "1sms",
-            "0x10",
-            "99999999999999999999999d",
-            "10S",
-            "∞",
+            "", "10x", "-1", "+1", "1.2.3s", "s", "ms", ".", "1.", "1 s", " 1", "1e3", "nan",
+            "1sms", "0x10", "10S", "∞",
         ] {
             assert!(Timeout::parse(text).is_err(), "{text:?} should be rejected");
         }
-        assert!(Timeout::parse("200000000000")
-            .unwrap_err()
-            .contains("too long"));
+    }
+
+    #[test]
+    fn only_a_literal_zero_is_zero() {
+        let smallest = Timeout::After(Duration::from_nanos(1));
+        assert_eq!(Timeout::parse("0.0000000001"), Ok(smallest));
+        assert_eq!(Timeout::parse("0.000000000000000000000001ms"), Ok(smallest));
+        assert_eq!(Timeout::parse("0.000"), Ok(ms(0)));
+        assert_eq!(Timeout::parse("0ms"), Ok(ms(0)));
+    }
+
+    #[test]
+    fn too_large_means_the_longest_wait() {
+        let longest = Timeout::After(Duration::from_secs(MAX_SECS));
+        for text in [
+            "200000000000",
+            "9223372036854775808",
+            "18446744073709551616",
+            "99999999999999999999999d",
+            "999999999999999999999999999999999999999999999999999",
+            "9223372036854775808.5ms",
+        ] {
+            assert_eq!(Timeout::parse(text), Ok(longest), "{text}");
+        }
     }
 }
