@@ -148,8 +148,9 @@ impl<'a> Supervisor<'a> {
             if !self.blind_warned {
                 self.blind_warned = true;
                 pgkit::warn!(
-                    "/proc is not usable: cannot see what is left of group {pgid}; \
+                    "/proc is not usable ({}): cannot see what is left of group {pgid}; \
                      it gets {} at the end of the grace period",
+                    proc_problem(),
                     self.config.kill_signal
                 );
             }
@@ -157,8 +158,9 @@ impl<'a> Supervisor<'a> {
         }
         if !self.machine.killed() {
             pgkit::warn!(
-                "/proc is not usable: cannot see what is left of group {pgid} \
-                 after COMMAND exited; leaving with COMMAND"
+                "/proc is not usable ({}): cannot see what is left of group {pgid} \
+                 after COMMAND exited; leaving with COMMAND",
+                proc_problem()
             );
         }
         self.machine.on(Event::GroupGone, now);
@@ -229,4 +231,11 @@ impl<'a> Supervisor<'a> {
             pgkit::warn!("poll failed: {e}");
         }
     }
+}
+
+/// Why `/proc` cannot be used, for a warning.
+fn proc_problem() -> String {
+    pgkit::procfs::check()
+        .err()
+        .map_or_else(|| "not mounted".to_string(), |e| e.to_string())
 }

@@ -112,7 +112,11 @@ impl Sweeper {
     fn warn_once(&mut self, what: &str) {
         if !self.warned {
             self.warned = true;
-            pgkit::warn!("/proc is not usable (not mounted, or another PID namespace's): {what}");
+            let why = pgkit::procfs::check().err().map_or_else(
+                || "not mounted, or another PID namespace's".to_string(),
+                |e| e.to_string(),
+            );
+            pgkit::warn!("/proc is not usable ({why}): {what}");
         }
     }
 

@@ -22,153 +22,24 @@
 //!   parent is still in the tree, the pidfd names that very process, and
 //!   `pidfd_send_signal` cannot reach whoever gets the pid later.
 //!
-//! `/proc` must belong to this PID namespace: [`usable`] checks that
-//! `/proc/self` is our own pid (a container or `unshare --pid` without its
-//! own `/proc` shows the parent namespace's pids, which we must not signal).
+//! `/proc` must belong to this PID namespace: [`usable`] checks it by
+//! `NSpid` (a container or `unshare --pid` without its own `/proc` shows the
+//! parent namespace's pids, which we must not signal). Its files are read
+//! and parsed, as bytes, in [`crate::procfs`].
 //! Without a usable `/proc` the walk returns `None` and the caller falls
 //! back (COMMAND's group, or `kill(-1)` as PID 1).
 
 use crate::child::waitid;
+use crate::procfs;
 use crate::signal::Signal;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::OnceLock;
 
-/// One process as `/proc/PID/stat` shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Proc {
-    pub pid: i32,
-    pub ppid: i32,
-    pub pgid: i32,
-    /// Start time in clock ticks after boot: with the pid, names a process.
-    pub start: u64,
-    /// `R`, `S`, `D`, `T`, `t`, `Z`, ...
-    pub state: char,
-}
-
-impl Proc {
-    /// Exited and not yet reaped: nothing left to signal.
-    pub fn is_zombie(&self) -> bool {
-        matches!(self.state, 'Z' | 'X')
-    }
-
-    /// Stopped by job control (it acts on nothing but KILL until continued).
-    pub fn is_stopped(&self) -> bool {
-        self.state == 'T'
-    }
-}
-
-/// Parse the text of `/proc/PID/stat`. The command name (field 2) may hold
-/// spaces and parentheses, so the fields are counted after the last `)`.
-pub fn parse_stat(text: &str) -> Option<Proc> {
-    let pid = text.split_once(' ')?.0.parse().ok()?;
-    let rest = text.get(text.rfind(')')? + 1..)?;
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // fields[0] is field 3 of proc(5) (state); starttime is field 22.
-    Some(Proc {
-        pid,
-        state: fields.first()?.chars().next()?,
-        ppid: fields.get(1)?.parse().ok()?,
-        pgid: fields.get(2)?.parse().ok()?,
-        start: fields.get(19)?.parse().ok()?,
-    })
-}
-
-/// `/proc/PID/stat`, or `None` if there is no such process.
-pub fn stat(pid: i32) -> Option<Proc> {
-    if pid <= 0 {
-        return None;
-    }
-    let text = read_proc(&format!("/proc/{pid}/stat"))?;
-    parse_stat(std::str::from_utf8(&text).ok()?)
-}
-
-/// A small `/proc` file, whole: open, one read, close.
-/// `std::fs::read_to_string` would add a `statx`, a read per doubling of its
-/// buffer and a last read for the end of file: eight system calls for a
-/// `stat` line instead of three. A `/proc` file is generated whole on the
-/// first read (`stat`), or record by record for as long as the buffer has
-/// room (`children`), so a read that leaves room got all there was; one that
-/// fills the buffer is followed by reads until the end of file.
-pub(crate) fn read_proc(path: &str) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut buf = vec![0u8; 1024];
-    let n = loop {
-        match file.read(&mut buf) {
-            Ok(n) => break n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return None,
-        }
-    };
-    if n < buf.len() {
-        buf.truncate(n);
-    } else {
-        // Rare: a `children` list of more than ~150 pids.
-        file.read_to_end(&mut buf).ok()?;
-    }
-    Some(buf)
-}
+pub use crate::procfs::{children_of, stat, usable, Proc};
 
 fn own_pid() -> i32 {
     std::process::id() as i32
-}
-
-/// Whether `/proc` is mounted and shows this PID namespace. Checked once
-/// per process image: a fork stays in its parent's namespace.
-pub fn usable() -> bool {
-    static USABLE: OnceLock<bool> = OnceLock::new();
-    *USABLE.get_or_init(|| {
-        stat(own_pid()).is_some()
-            && std::fs::read_link("/proc/self")
-                .ok()
-                .and_then(|p| p.to_str()?.parse::<i32>().ok())
-                == Some(own_pid())
-    })
-}
-
-/// The children of every thread of `pid` (zombies included), from
-/// `/proc/PID/task/TID/children`. Empty when the process is gone; `None`
-/// when this process's own files cannot be read (a kernel without them).
-pub(crate) fn children_of(pid: i32) -> Option<Vec<i32>> {
-    let own = pid == own_pid();
-    let dir = if own {
-        "/proc/self/task".to_string()
-    } else {
-        format!("/proc/{pid}/task")
-    };
-    let mut kids = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(&dir) else {
-        return if own { None } else { Some(kids) };
-    };
-    for task in tasks.flatten() {
-        let tid = task.file_name();
-        match read_proc(&format!("{dir}/{}/children", tid.to_string_lossy())) {
-            Some(text) => kids.extend(pids(&text)),
-            None if own => return None,
-            None => {}
-        }
-    }
-    Some(kids)
-}
-
-/// The pids of a `children` file.
-pub(crate) fn pids(text: &[u8]) -> Vec<i32> {
-    String::from_utf8_lossy(text)
-        .split_ascii_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
-/// Every process of the system, from one pass over `/proc`.
-fn all() -> Option<Vec<Proc>> {
-    let dir = std::fs::read_dir("/proc").ok()?;
-    Some(
-        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .filter_map(stat)
-            .collect(),
-    )
 }
 
 /// Every descendant of this process (children first, then theirs, ...),
@@ -210,7 +81,7 @@ fn walk() -> Option<Vec<Proc>> {
 /// Every process of the system read once, the tree built from the parents.
 fn scan() -> Option<Vec<Proc>> {
     let mut by_parent: HashMap<i32, Vec<Proc>> = HashMap::new();
-    for p in all()? {
+    for p in procfs::all()? {
         by_parent.entry(p.ppid).or_default().push(p);
     }
     let mut out = Vec::new();
@@ -234,7 +105,7 @@ pub fn children() -> Option<Vec<i32>> {
     if !usable() {
         return None;
     }
-    crate::reap::children()
+    procfs::own_children()
 }
 
 /// Whether this process has any child at all, running or exited
@@ -255,6 +126,13 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     }
     // SAFETY: a new descriptor nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether an error of a pidfd call means "no pidfds here": the kernel is
+/// older than the call (ENOSYS), or a container's seccomp profile refuses it
+/// (EPERM, as Docker's default profile answers for calls it does not know).
+pub fn no_pidfd(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM))
 }
 
 /// `pidfd_send_signal(2)` with no siginfo (as `kill(2)` would send).
@@ -301,9 +179,10 @@ pub fn signal(p: &Proc, sig: Signal, tree: &HashSet<i32>) -> io::Result<Sent> {
     let fd = match pidfd_open(p.pid) {
         Ok(fd) => Some(fd),
         Err(e) if esrch(&e) => return Ok(Sent::Gone),
-        // No pidfd_open (kernel before 5.3): the check below then narrows
-        // the race to the instants between the read and the kill.
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => None,
+        // No pidfd_open (kernel before 5.3, or refused by seccomp): the
+        // check below then narrows the race to the instants between the
+        // read and the kill.
+        Err(e) if no_pidfd(&e) => None,
         Err(e) => return Err(e),
     };
     match stat(p.pid) {
@@ -311,11 +190,20 @@ pub fn signal(p: &Proc, sig: Signal, tree: &HashSet<i32>) -> io::Result<Sent> {
             if now.start == p.start && (now.ppid == own_pid() || tree.contains(&now.ppid)) => {}
         _ => return Ok(Sent::Gone),
     }
-    let r = match &fd {
-        Some(fd) => pidfd_signal(fd, sig),
+    let kill = || {
         // SAFETY: kill with a pid just checked to be the walked process.
-        None if unsafe { libc::kill(p.pid, sig.raw()) } == 0 => Ok(()),
-        None => Err(io::Error::last_os_error()),
+        if unsafe { libc::kill(p.pid, sig.raw()) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    let r = match &fd {
+        Some(fd) => match pidfd_signal(fd, sig) {
+            Err(e) if no_pidfd(&e) => kill(),
+            r => r,
+        },
+        None => kill(),
     };
     match r {
         Ok(()) => Ok(Sent::Delivered),
@@ -346,21 +234,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_stat_with_odd_names() {
-        let text = "42 (a) b (c)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 1 2 3";
-        let p = parse_stat(text).unwrap();
-        assert_eq!(
-            (p.pid, p.ppid, p.pgid, p.start, p.state),
-            (42, 7, 42, 98765, 'S')
-        );
-        assert!(parse_stat("42 (x) S 1").is_none());
-        assert!(parse_stat("").is_none());
-    }
-
-    #[test]
-    fn own_stat_and_proc() {
-        let me = stat(own_pid()).unwrap();
-        assert_eq!(me.pid, own_pid());
+    fn own_tree() {
         assert!(usable());
         assert!(descendants().is_some());
     }

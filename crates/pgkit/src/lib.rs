@@ -11,6 +11,7 @@
 //! | `spawn`     | starting COMMAND in a new group or session                        |
 //! | `child`     | the started COMMAND: signal it, watch it, reap it                 |
 //! | `reap`      | reaping adopted children (subreaper and PID 1)                    |
+//! | `procfs`    | `/proc` files read and parsed as bytes; is `/proc` ours?          |
 //! | `descend`   | finding and signalling every descendant, escapees included        |
 //! | `fork`      | a second process of the tool, and the pipes that link the two     |
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
@@ -44,6 +45,7 @@ pub mod fork;
 pub mod group;
 pub mod log;
 pub mod poll;
+pub mod procfs;
 pub mod reap;
 pub mod sigfd;
 pub mod signal;

@@ -10,9 +10,7 @@ use std::io;
 /// Every child of this process, from `/proc/self/task/TID/children`
 /// (zombies included). `None` where that file cannot be read.
 pub fn children() -> Option<Vec<i32>> {
-    let tid = std::process::id();
-    let text = crate::descend::read_proc(&format!("/proc/self/task/{tid}/children"))?;
-    Some(crate::descend::pids(&text))
+    crate::procfs::own_children()
 }
 
 /// Reap every exited child except `keep` (the unreaped COMMAND). Returns the

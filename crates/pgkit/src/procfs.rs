@@ -1,0 +1,362 @@
+//! `/proc`, read as bytes: the one place of the engine that opens and parses
+//! its files (`stat`, `status`, `task/TID/children`).
+//!
+//! A process name is whatever bytes the process chose (`PR_SET_NAME`), cut
+//! by the kernel at 15 bytes — possibly in the middle of a multibyte
+//! character, possibly holding `)`, spaces or newlines. Nothing here
+//! requires text to be UTF-8: a process the walk cannot parse is a process
+//! the sweep cannot kill, so every field is found by position in bytes.
+
+use std::io;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// A process name as `/proc/PID/stat` shows it: up to 15 bytes, any bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Name {
+    bytes: [u8; 16],
+    len: u8,
+}
+
+impl Name {
+    fn new(raw: &[u8]) -> Name {
+        let mut bytes = [0u8; 16];
+        let len = raw.len().min(16);
+        bytes[..len].copy_from_slice(&raw[..len]);
+        Name {
+            bytes,
+            len: len as u8,
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+impl std::fmt::Display for Name {
+    /// The name with anything that is not printable UTF-8 escaped, so a
+    /// log line stays one line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for chunk in self.as_bytes().utf8_chunks() {
+            for c in chunk.valid().chars() {
+                if c.is_control() {
+                    write!(f, "{}", c.escape_default())?;
+                } else {
+                    write!(f, "{c}")?;
+                }
+            }
+            for b in chunk.invalid() {
+                write!(f, "\\x{b:02x}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "\"{self}\"")
+    }
+}
+
+/// One process as `/proc/PID/stat` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgid: i32,
+    /// Start time in clock ticks after boot: with the pid, names a process.
+    pub start: u64,
+    /// `R`, `S`, `D`, `T`, `t`, `Z`, ...
+    pub state: u8,
+    pub name: Name,
+}
+
+impl Proc {
+    /// Exited and not yet reaped: nothing left to signal.
+    pub fn is_zombie(&self) -> bool {
+        matches!(self.state, b'Z' | b'X')
+    }
+
+    /// Stopped by job control (it acts on nothing but KILL until continued).
+    pub fn is_stopped(&self) -> bool {
+        self.state == b'T'
+    }
+}
+
+/// Parse `/proc/PID/stat`. The name (field 2) sits between the first `(`
+/// and the last `)`, and may hold anything, so the other fields are
+/// counted after that last `)`.
+pub fn parse_stat(text: &[u8]) -> Option<Proc> {
+    let open = text.iter().position(|&b| b == b'(')?;
+    let close = text.iter().rposition(|&b| b == b')')?;
+    if close < open {
+        return None;
+    }
+    let pid = number(text[..open].strip_suffix(b" ")?)?;
+    let mut fields = text[close + 1..]
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty());
+    // proc(5) numbering: field 3 is the state, 4 ppid, 5 pgrp, 22 starttime.
+    let state = *fields.next()?.first()?;
+    let ppid = number(fields.next()?)?;
+    let pgid = number(fields.next()?)?;
+    let start = number(fields.nth(16)?)?;
+    Some(Proc {
+        pid: i32::try_from(pid).ok()?,
+        ppid: i32::try_from(ppid).ok()?,
+        pgid: i32::try_from(pgid).ok()?,
+        start,
+        state,
+        name: Name::new(&text[open + 1..close]),
+    })
+}
+
+/// An unsigned decimal number (a negative field, such as a tty's pgrp of
+/// -1, is not one).
+fn number(field: &[u8]) -> Option<u64> {
+    if field.is_empty() || field.len() > 20 || !field.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    field.iter().try_fold(0u64, |n, &d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// The pids of a `children` file (space-separated).
+pub fn pids(text: &[u8]) -> Vec<i32> {
+    text.split(|b| b.is_ascii_whitespace())
+        .filter_map(|p| i32::try_from(number(p)?).ok())
+        .collect()
+}
+
+/// The value of `Key:` in a `status` file, without the key and the tab.
+pub fn status_field<'a>(status: &'a [u8], key: &str) -> Option<&'a [u8]> {
+    status.split(|&b| b == b'\n').find_map(|line| {
+        let rest = line.strip_prefix(key.as_bytes())?.strip_prefix(b":")?;
+        Some(rest.trim_ascii())
+    })
+}
+
+/// A small `/proc` file, whole: open, one read, close.
+/// `std::fs::read_to_string` would add a `statx`, a read per doubling of its
+/// buffer and a last read for the end of file: eight system calls for a
+/// `stat` line instead of three. A `/proc` file is generated whole on the
+/// first read (`stat`), or record by record for as long as the buffer has
+/// room (`children`), so a read that leaves room got all there was; one that
+/// fills the buffer is followed by reads until the end of file.
+pub fn read(path: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1024];
+    let n = loop {
+        match file.read(&mut buf) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    if n < buf.len() {
+        buf.truncate(n);
+    } else {
+        // Rare: a `children` list of more than ~150 pids.
+        file.read_to_end(&mut buf)?;
+    }
+    Ok(buf)
+}
+
+/// `/proc/PID/stat`, or `None` if there is no such process.
+pub fn stat(pid: i32) -> Option<Proc> {
+    if pid <= 0 {
+        return None;
+    }
+    parse_stat(&read(&format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn own_pid() -> i32 {
+    std::process::id() as i32
+}
+
+/// The children of every thread of `pid` (zombies included), from
+/// `/proc/PID/task/TID/children`. Empty when the process is gone; `None`
+/// when this process's own files cannot be read (a kernel without them).
+pub fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let own = pid == own_pid();
+    let dir = if own {
+        "/proc/self/task".to_string()
+    } else {
+        format!("/proc/{pid}/task")
+    };
+    let mut kids = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(&dir) else {
+        return if own { None } else { Some(kids) };
+    };
+    for task in tasks.flatten() {
+        let tid = task.file_name();
+        let mut path = dir.clone();
+        path.push('/');
+        path.push_str(&tid.to_string_lossy());
+        path.push_str("/children");
+        match read(&path) {
+            Ok(text) => kids.extend(pids(&text)),
+            Err(_) if own => return None,
+            Err(_) => {}
+        }
+    }
+    Some(kids)
+}
+
+/// This process's own children (zombies included), from its main thread's
+/// `children` file. `None` where that file cannot be read.
+pub fn own_children() -> Option<Vec<i32>> {
+    let tid = std::process::id();
+    Some(pids(
+        &read(&format!("/proc/self/task/{tid}/children")).ok()?,
+    ))
+}
+
+/// Every process of the system, from one pass over `/proc`.
+pub fn all() -> Option<Vec<Proc>> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    Some(
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(stat)
+            .collect(),
+    )
+}
+
+/// Why `/proc` cannot be used to find this process's descendants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unusable {
+    /// Not mounted (or unreadable).
+    Missing,
+    /// Mounted, but another PID namespace's: its pids are not ours.
+    Foreign,
+    /// No file descriptor left to open it with (`RLIMIT_NOFILE`).
+    NoDescriptor,
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unusable::Missing => "/proc is not mounted",
+            Unusable::Foreign => "/proc belongs to another PID namespace",
+            Unusable::NoDescriptor => {
+                "no file descriptor is left to read /proc with (raise RLIMIT_NOFILE, ulimit -n)"
+            }
+        })
+    }
+}
+
+/// 0: not checked yet; 1: usable; 2, 3: [`Unusable::Missing`], `Foreign`.
+static CHECKED: AtomicU8 = AtomicU8::new(0);
+
+/// Whether `/proc` is mounted and shows this PID namespace. The answer is
+/// kept for the process image (a fork stays in its parent's namespace),
+/// except a lack of descriptors, which may pass.
+///
+/// The namespace is told by `NSpid` in `/proc/self/status`: it lists the
+/// process's pid in every namespace from the one `/proc` belongs to down to
+/// its own, so it holds exactly one pid, ours, only when `/proc` is this
+/// namespace's. (Comparing `/proc/self` with our pid alone accepts a
+/// foreign `/proc` in which our pid happens to have the same number.)
+pub fn check() -> Result<(), Unusable> {
+    match CHECKED.load(Ordering::Relaxed) {
+        1 => return Ok(()),
+        2 => return Err(Unusable::Missing),
+        3 => return Err(Unusable::Foreign),
+        _ => {}
+    }
+    let answer = look();
+    let code = match answer {
+        Ok(()) => 1,
+        Err(Unusable::Missing) => 2,
+        Err(Unusable::Foreign) => 3,
+        Err(Unusable::NoDescriptor) => 0,
+    };
+    CHECKED.store(code, Ordering::Relaxed);
+    answer
+}
+
+fn look() -> Result<(), Unusable> {
+    let no_fd = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+    let status = match read("/proc/self/status") {
+        Ok(s) => s,
+        Err(e) if no_fd(&e) => return Err(Unusable::NoDescriptor),
+        Err(_) => return Err(Unusable::Missing),
+    };
+    let me = own_pid();
+    if let Some(nspid) = status_field(&status, "NSpid") {
+        let ids = pids(nspid);
+        return if ids == [me] {
+            Ok(())
+        } else {
+            Err(Unusable::Foreign)
+        };
+    }
+    // A kernel before 4.1 has no NSpid: the pid of /proc/self then has to do.
+    let own = std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str()?.parse::<i32>().ok());
+    if own == Some(me) {
+        Ok(())
+    } else {
+        Err(Unusable::Foreign)
+    }
+}
+
+/// [`check`] as a yes or no.
+pub fn usable() -> bool {
+    check().is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_names() {
+        let text = b"42 (a) b (c)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 1 2 3";
+        let p = parse_stat(text).unwrap();
+        assert_eq!(
+            (p.pid, p.ppid, p.pgid, p.start, p.state),
+            (42, 7, 42, 98765, b'S')
+        );
+        assert_eq!(p.name.as_bytes(), b"a) b (c)");
+        assert!(parse_stat(b"42 (x) S 1").is_none());
+        assert!(parse_stat(b"").is_none());
+        assert!(parse_stat(b"42 x) S 1").is_none());
+    }
+
+    #[test]
+    fn parses_stat_with_names_that_are_not_text() {
+        // 15 bytes of "é" cut in the middle of the eighth, a newline, a
+        // parenthesis and a space.
+        let mut text = b"7 (".to_vec();
+        text.extend_from_slice(&"é".repeat(7).as_bytes()[..14]);
+        text.push(0xc3);
+        text.extend_from_slice(b") S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 555 1 2 3");
+        let p = parse_stat(&text).unwrap();
+        assert_eq!((p.pid, p.ppid, p.start), (7, 1, 555));
+        assert_eq!(p.name.to_string(), format!("{}\\xc3", "é".repeat(7)));
+        let p = parse_stat(b"8 (a\n) b) Z 1 8 8 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9 1 2 3").unwrap();
+        assert!(p.is_zombie());
+        assert_eq!(p.name.to_string(), "a\\n) b");
+    }
+
+    #[test]
+    fn status_fields_and_pid_lists() {
+        let status = b"Name:\tx\nNSpid:\t40\t1\nSigIgn:\t0000000000000001\n";
+        assert_eq!(status_field(status, "NSpid"), Some(&b"40\t1"[..]));
+        assert_eq!(pids(status_field(status, "NSpid").unwrap()), [40, 1]);
+        assert_eq!(status_field(status, "Sig"), None);
+        assert_eq!(pids(b"12 13 \n"), [12, 13]);
+    }
+
+    #[test]
+    fn own_stat_and_namespace() {
+        let me = stat(own_pid()).unwrap();
+        assert_eq!(me.pid, own_pid());
+        assert_eq!(check(), Ok(()));
+    }
+}
