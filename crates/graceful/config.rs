@@ -59,6 +59,9 @@ pub struct Config {
     pub foreground: bool,
     pub verbose: bool,
     pub command: Vec<OsString>,
+    /// The signals an option named (`--on`, `--forward`): acted on even when
+    /// the caller left them ignored.
+    pub named: SigSet,
 }
 
 impl Config {
@@ -98,6 +101,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut foreground = false;
     let mut verbose = false;
     let mut command = None;
+    let mut named = SigSet::EMPTY;
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
         match arg {
@@ -105,9 +109,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Short('g') | Long("grace") => grace = cli::duration(&mut parser, &opt)?,
             Short('s') | Long("signal") => signal = Some(cli::signal(&mut parser, &opt)?),
             Short('k') | Long("kill-signal") => kill_signal = cli::signal(&mut parser, &opt)?,
-            Long("on") => on = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?,
+            Long("on") => {
+                on = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
+                named = named.union(on);
+            }
             Short('f') | Long("forward") => {
-                forward = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?
+                forward = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
+                named = named.union(forward);
             }
             Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
             Long("preserve-status") => preserve_status = true,
@@ -138,6 +146,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         foreground,
         verbose,
         command,
+        named,
     }))
 }
 

@@ -24,8 +24,12 @@ pgkit::main!(run);
 fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("graceful");
-    let config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
+    let mut config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
     log::set_verbose(config.verbose);
+    // nohup's rule: what the caller left ignored stays ignored.
+    let dropped = startup.left_ignored(config.on.union(config.forward), config.named);
+    config.on = config.on.minus(dropped);
+    config.forward = config.forward.minus(dropped);
     let grace = budget::effective(config.grace, std::env::var_os(budget::VAR).as_deref());
 
     let caught = SigSet::blockable().union(config.caught());

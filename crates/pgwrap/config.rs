@@ -43,6 +43,9 @@ pub struct Config {
     pub pdeathsig: Option<Signal>,
     pub verbose: bool,
     pub command: Vec<OsString>,
+    /// The signals an option named (`--forward`, `--map FROM`): passed on
+    /// even when the caller left them ignored.
+    pub named: SigSet,
 }
 
 impl Config {
@@ -106,6 +109,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         }
     }
     let command = command.ok_or_else(cli::missing_command)?;
+    let named = map
+        .iter()
+        .fold(forward.unwrap_or(SigSet::EMPTY), |mut set, &(from, _)| {
+            set.insert(from);
+            set
+        });
     let forward = forward.unwrap_or_else(default_forward).minus(ignore);
     let forward = cli::catchable(forward, "--forward")?;
     for &(from, _) in &map {
@@ -125,6 +134,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         pdeathsig,
         verbose,
         command,
+        named,
     }))
 }
 

@@ -11,7 +11,7 @@ use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
 use pgkit::tty::JobControl;
-use pgkit::{cli, exit, log, poll, verbose, Child, Error, SigSet, Signal, Target};
+use pgkit::{cli, exit, log, poll, reap, verbose, Child, Error, SigSet, Signal, Target};
 use std::os::fd::AsFd;
 
 pgkit::main!(run);
@@ -19,8 +19,11 @@ pgkit::main!(run);
 fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("pgwrap");
-    let config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
+    let mut config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
     log::set_verbose(config.verbose);
+    // nohup's rule: what the caller left ignored stays ignored.
+    let dropped = startup.left_ignored(config.forward, config.named);
+    config.forward = config.forward.minus(dropped);
 
     let caught = SigSet::blockable().union(config.caught());
     startup::block(caught);
@@ -54,10 +57,16 @@ fn run() -> ! {
     );
     let jobs = JobControl { handed_over };
     let mut stopped = false;
+    let pid1 = reap::is_pid1();
 
     let status = loop {
         for received in signals.drain() {
             pass_on(&config, &child, received, stopped);
+        }
+        if pid1 {
+            // Init of its namespace: orphans are re-parented to pgwrap and
+            // reaped as they exit; COMMAND stays pinned for its group.
+            let _ = reap::reap_except(Some(child.pid()));
         }
         if let Some(status) = child.poll_exit() {
             break status;
@@ -79,6 +88,9 @@ fn run() -> ! {
     };
     jobs.release(child.pid());
     child.reap();
+    if pid1 {
+        let _ = reap::reap_except(None);
+    }
     verbose!("COMMAND {status}");
     exit::finish(status)
 }

@@ -55,6 +55,9 @@ pub struct Config {
     pub foreground: Foreground,
     pub verbose: bool,
     pub command: Vec<OsString>,
+    /// The signals `--forward` named: passed on even when the caller left
+    /// them ignored.
+    pub named: SigSet,
 }
 
 /// The signals that ask reap to stop (passed on, they start the grace).
@@ -123,6 +126,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         }
     }
     let command = command.ok_or_else(cli::missing_command)?;
+    let named = forward.unwrap_or(SigSet::EMPTY);
     let forward = cli::catchable(forward.unwrap_or_else(default_forward), "--forward")?;
     if cleanup.is_none() {
         for (given, opt) in [
@@ -153,6 +157,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         foreground,
         verbose,
         command,
+        named,
     }))
 }
 

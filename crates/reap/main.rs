@@ -32,8 +32,11 @@ const _: fn() -> ! = run;
 fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("reap");
-    let config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
+    let mut config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
     log::set_verbose(config.verbose);
+    // nohup's rule: what the caller left ignored stays ignored.
+    let dropped = startup.left_ignored(config.forward, config.named);
+    config.forward = config.forward.minus(dropped);
 
     let caught = SigSet::blockable().union(config.forward);
     startup::block(caught);

@@ -23,6 +23,11 @@ pub fn finish(status: Status) -> ! {
 /// default action, unblocked, then raised. A process that cannot die of a
 /// signal this way — PID 1, which the kernel shields from default actions —
 /// exits with 128+S instead, as a shell would report it.
+///
+/// "Core dumps off" takes two calls: `RLIMIT_CORE` 0 stops a core file, but
+/// a piped `core_pattern` (systemd-coredump, apport) runs whatever the
+/// limit; a process that is not dumpable (`PR_SET_DUMPABLE` 0) gets no dump
+/// of either kind, so no core handler runs on the tool's behalf.
 pub fn die_of(sig: Signal) -> ! {
     // SAFETY: getpid has no preconditions.
     if unsafe { libc::getpid() } != 1 {
@@ -33,10 +38,9 @@ pub fn die_of(sig: Signal) -> ! {
                 rlim_max: 0,
             };
             libc::setrlimit(libc::RLIMIT_CORE, &none);
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(sig.raw(), &act, std::ptr::null_mut());
+            libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
         }
+        let _ = crate::sigraw::set_disposition(sig, false);
         crate::startup::unblock(SigSet::of(&[sig]));
         // SAFETY: kill on our own pid.
         unsafe { libc::kill(libc::getpid(), sig.raw()) };

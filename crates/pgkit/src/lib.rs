@@ -7,6 +7,7 @@
 //! | `signal`    | signal names and numbers, signal sets                             |
 //! | `duration`  | `10`, `1.5s`, `250ms`, `2m`, `inf`                                |
 //! | `startup`   | the signal state the tool was started with, and its restoration   |
+//! | `sigraw`    | mask, dispositions and `signalfd` as raw calls (32 and 33 too)    |
 //! | `sigfd`     | the one source of signals: a `signalfd` over the blocked set      |
 //! | `spawn`     | starting COMMAND in a new group or session                        |
 //! | `child`     | the started COMMAND: signal it, watch it, reap it                 |
@@ -49,6 +50,7 @@ pub mod procfs;
 pub mod reap;
 pub mod sigfd;
 pub mod signal;
+pub mod sigraw;
 pub mod spawn;
 pub mod startup;
 pub mod tty;
@@ -69,9 +71,20 @@ pub use signal::{SigSet, Signal};
 /// tens of microseconds and changes what COMMAND inherits. Arguments and the
 /// environment still come through `std::env`, which glibc fills in before
 /// `main`.
+///
+/// The macro also places the tool's start-up hook
+/// ([`startup::capture_and_block`]) in the binary's `.init_array`, so it runs
+/// before `main`, before anything else can look at a signal — and only in
+/// the tools: a program that links the engine without this macro (a test
+/// harness) keeps its signals as they were.
 #[macro_export]
 macro_rules! main {
     ($run:path) => {
+        #[cfg(not(test))]
+        #[used]
+        #[link_section = ".init_array"]
+        static PGKIT_CAPTURE_AND_BLOCK: extern "C" fn() = $crate::startup::capture_and_block;
+
         #[cfg(not(test))]
         #[no_mangle]
         pub extern "C" fn main(

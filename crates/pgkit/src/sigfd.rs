@@ -7,7 +7,7 @@
 
 use crate::signal::{SigSet, Signal};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 /// A signal as it was received.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,15 +28,8 @@ impl SignalFd {
     /// Open a `signalfd` for `set`. The signals must already be blocked
     /// (`startup` blocks them before `main`).
     pub fn open(set: SigSet) -> io::Result<SignalFd> {
-        let raw = set.to_sigset();
-        // SAFETY: `raw` is a valid sigset_t; -1 asks for a new descriptor.
-        let fd = unsafe { libc::signalfd(-1, &raw, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: signalfd returned a new descriptor that nothing else owns.
         Ok(SignalFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd: crate::sigraw::signalfd(set)?,
         })
     }
 
@@ -49,8 +42,12 @@ impl SignalFd {
     ///
     /// A SIGPIPE this process raised on itself, by writing to a pipe (or a
     /// stderr) nobody reads any more, is left out: the write's EPIPE already
-    /// says it, and logging it to a broken stderr would raise the next one.
+    /// says it, it is nobody's request to pass on (not even with
+    /// `--forward PIPE`), and logging it to a broken stderr would raise the
+    /// next one. The kernel sends that SIGPIPE as `SI_USER` from the writer
+    /// itself, so it is told apart by its sender: this very process.
     pub fn drain(&self) -> Vec<Received> {
+        let me = std::process::id();
         const RECORDS: usize = 16;
         let mut out = Vec::new();
         let size = std::mem::size_of::<libc::signalfd_siginfo>();
@@ -76,6 +73,12 @@ impl SignalFd {
             };
             out.reserve(got);
             for info in records {
+                let own_pipe = info.ssi_signo == libc::SIGPIPE as u32
+                    && info.ssi_pid == me
+                    && info.ssi_code == libc::SI_USER;
+                if own_pipe {
+                    continue;
+                }
                 if let Some(signal) = Signal::from_raw(info.ssi_signo as i32) {
                     out.push(Received {
                         signal,

@@ -2,13 +2,17 @@
 //! printing (`TERM`, `RTMIN+3`: never with `SIG`), and sets of signals.
 //!
 //! Realtime signals are computed at run time from `SIGRTMIN()`/`SIGRTMAX()`:
-//! the C library reserves the first few (32 and 33 with glibc), so numbers are
-//! never hard-coded.
+//! the C library reserves the first few (32 and 33 with glibc) and starts its
+//! `RTMIN` after them, so names are never hard-coded. The reserved ones are
+//! signals all the same: any process may send them, so the tools catch,
+//! forward, drop and re-raise them like any other realtime signal (through
+//! [`crate::sigraw`], since the C library's calls refuse them), and print
+//! them by number.
 
 use std::fmt;
 
-/// A valid signal number: 1..=SIGRTMAX, excluding the ones the C library
-/// reserves for itself.
+/// A valid signal number: 1..=SIGRTMAX (the C library's reserved 32 and 33
+/// included).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct Signal(i32);
 
@@ -83,17 +87,12 @@ impl Signal {
 
     /// A signal from its number, if the number names one.
     pub fn from_raw(n: i32) -> Option<Signal> {
-        let valid = (1..libc::SIGSYS + 1).contains(&n) || (rtmin()..=rtmax()).contains(&n);
-        valid.then_some(Signal(n))
+        (1..=rtmax()).contains(&n).then_some(Signal(n))
     }
 
     /// Every valid signal, in number order.
     pub fn all() -> impl Iterator<Item = Signal> {
-        // The realtime range is asked for once, not once per number.
-        let (lo, hi) = (rtmin(), rtmax());
-        (1..=hi)
-            .filter(move |&n| n <= libc::SIGSYS || n >= lo)
-            .map(Signal)
+        (1..=rtmax()).map(Signal)
     }
 
     /// The signal number.
@@ -114,9 +113,6 @@ impl Signal {
             return match Signal::from_raw(n) {
                 Some(s) => Ok(s),
                 None if n == 0 => Err("signal 0 is not a signal".into()),
-                None if n > libc::SIGSYS && n < rtmin() => {
-                    Err(format!("signal {n} is reserved by the C library"))
-                }
                 None => Err(format!("signal {n} is out of range 1..{}", rtmax())),
             };
         }
@@ -213,6 +209,8 @@ impl fmt::Display for Signal {
         }
         let (lo, hi) = (rtmin(), rtmax());
         match self.0 {
+            // Below the C library's RTMIN (32 and 33 with glibc): no name.
+            n if n < lo => write!(f, "{n}"),
             n if n == lo => f.write_str("RTMIN"),
             n if n == hi => f.write_str("RTMAX"),
             n if n - lo <= (hi - lo) / 2 => write!(f, "RTMIN+{}", n - lo),
@@ -253,6 +251,10 @@ impl SigSet {
         SigSet(self.0 | other.0)
     }
 
+    pub fn intersect(self, other: SigSet) -> SigSet {
+        SigSet(self.0 & other.0)
+    }
+
     pub fn minus(self, other: SigSet) -> SigSet {
         SigSet(self.0 & !other.0)
     }
@@ -263,15 +265,14 @@ impl SigSet {
 
     /// The valid signals of the set, in number order.
     pub fn iter(self) -> impl Iterator<Item = Signal> {
-        // Only the bits that are set are looked at, and the realtime range
-        // is asked for once.
-        let (lo, hi) = (rtmin(), rtmax());
+        // Only the bits that are set are looked at.
+        let hi = rtmax();
         let mut bits = self.0;
         std::iter::from_fn(move || {
             while bits != 0 {
                 let n = bits.trailing_zeros() as i32 + 1;
                 bits &= bits - 1;
-                if n <= libc::SIGSYS || (lo..=hi).contains(&n) {
+                if n <= hi {
                     return Some(Signal(n));
                 }
             }
@@ -298,32 +299,6 @@ impl SigSet {
         let mut set = SigSet::EMPTY;
         for s in Signal::all() {
             if !(s.is_uncatchable() || s.is_fault() || s == Signal::TSTP || s == Signal::TTIN) {
-                set.insert(s);
-            }
-        }
-        set
-    }
-
-    /// As a C `sigset_t`.
-    pub fn to_sigset(self) -> libc::sigset_t {
-        // SAFETY: sigemptyset initialises the whole set before it is read;
-        // sigaddset only gets valid signal numbers.
-        unsafe {
-            let mut raw: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut raw);
-            for s in self.iter() {
-                libc::sigaddset(&mut raw, s.0);
-            }
-            raw
-        }
-    }
-
-    /// From a C `sigset_t`.
-    pub fn from_sigset(raw: &libc::sigset_t) -> SigSet {
-        let mut set = SigSet::EMPTY;
-        for s in Signal::all() {
-            // SAFETY: `raw` is an initialised set and `s` a valid signal.
-            if unsafe { libc::sigismember(raw, s.0) } == 1 {
                 set.insert(s);
             }
         }
@@ -380,7 +355,7 @@ mod tests {
     #[test]
     fn rejects() {
         for text in [
-            "", "0", "65", "SIGFOO", "FOO", "-15", "+15", " TERM", "TERM ", "SIG", "32",
+            "", "0", "65", "SIGFOO", "FOO", "-15", "+15", " TERM", "TERM ", "SIG",
         ] {
             assert!(Signal::parse(text).is_err(), "{text:?} should be rejected");
         }
@@ -406,6 +381,16 @@ mod tests {
     }
 
     #[test]
+    fn the_reserved_realtime_signals_are_signals() {
+        for n in 32..rtmin() {
+            let s = Signal::parse(&n.to_string()).unwrap();
+            assert_eq!(s.raw(), n);
+            assert_eq!(s.to_string(), n.to_string());
+            assert!(s.terminates_by_default() && !s.is_fault());
+        }
+    }
+
+    #[test]
     fn lists() {
         let set = Signal::parse_list("TERM,int,1").unwrap();
         assert_eq!(set, SigSet::of(&[Signal::TERM, Signal::INT, Signal::HUP]));
@@ -425,8 +410,9 @@ mod tests {
         );
         assert!(!b.contains(Signal::parse("SEGV").unwrap()));
         assert!(b.contains(Signal::parse("RTMAX").unwrap()));
-        let raw = b.to_sigset();
-        assert_eq!(SigSet::from_sigset(&raw), b);
+        assert!(
+            b.contains(Signal::from_raw(32).unwrap()) && b.contains(Signal::from_raw(33).unwrap())
+        );
         assert_eq!(SigSet::of(&[Signal::HUP]).bits(), 1);
     }
 }

@@ -77,16 +77,12 @@ pub fn own_group() -> i32 {
 /// the kernel discards such a stop and this returns at once: the caller
 /// carries on rather than leave COMMAND stopped for ever.
 pub fn stop_self(sig: crate::Signal) {
-    let set = crate::SigSet::of(&[sig]).to_sigset();
-    // SAFETY: valid sigset_t values; the old mask is restored right after.
-    unsafe {
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, &mut old);
-        // An unblocked signal sent to oneself is delivered before kill
-        // returns, so the stop happens inside this call.
-        libc::kill(libc::getpid(), sig.raw());
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-    }
+    let old = crate::sigraw::unblock(crate::SigSet::of(&[sig]));
+    // An unblocked signal sent to oneself is delivered before kill returns,
+    // so the stop happens inside this call.
+    // SAFETY: kill on our own pid.
+    unsafe { libc::kill(libc::getpid(), sig.raw()) };
+    crate::sigraw::set_mask(old);
 }
 
 /// What the tool does when COMMAND stops: with the terminal handed over, a
