@@ -25,7 +25,7 @@
 use crate::config::{stop_requests, Config};
 use crate::guardian::BackLink;
 use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
-use crate::sweep::Sweeper;
+use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
 use pgkit::child::Job;
 use pgkit::sigfd::{Received, SignalFd};
@@ -192,8 +192,9 @@ impl<'a> Back<'a> {
                     RunEnd::Exited => Stage::Stop(self.grace_from_now()),
                     RunEnd::GraceOver | RunEnd::Lost => Stage::Kill,
                 };
+                // While COMMAND is unreaped, its group's id is still its own.
+                self.terminal.release(&child);
                 self.sweep(Some(&mut child), start, true);
-                self.terminal.release(child.pid());
                 child
                     .exit_status()
                     .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
@@ -243,7 +244,7 @@ impl<'a> Back<'a> {
             };
             if let Some(status) = exited {
                 verbose!("COMMAND (pid {}) {status}", child.pid());
-                self.terminal.release(child.pid());
+                self.terminal.release(child);
                 return RunEnd::Exited;
             }
             match child.poll_job() {
@@ -392,7 +393,12 @@ impl<'a> Back<'a> {
                     group_killed = true;
                     continue;
                 }
-                Stage::Stop(_) if self.sweeper.new_children(keep) => {
+                // The whole tree again on every wake of the stop stage, not
+                // only our direct children: a process that ignores the stop
+                // signal may have forked since the last walk, and its child
+                // is not ours (it has a live parent). Marked processes are
+                // not signalled twice.
+                Stage::Stop(_) if self.sweeper.finder == Finder::Proc => {
                     self.sweeper.round(self.config.signal, pinned.as_deref())
                 }
                 Stage::Kill if self.sweeper.new_children(keep) => {

@@ -72,11 +72,15 @@ impl Terminal {
         let _ = child.signal(Target::Group, Signal::CONT);
     }
 
-    /// COMMAND is gone: the terminal goes back to the shell's job.
-    pub fn release(&self, child_pgid: i32) {
-        if !self.handed_over {
+    /// COMMAND is gone: the terminal goes back to the shell's job. Once
+    /// only, and only while COMMAND is unreaped: after that its group's id
+    /// may belong to a stranger's group, which must keep the terminal.
+    pub fn release(&mut self, child: &Child) {
+        if !self.handed_over || child.is_reaped() {
             return;
         }
+        self.handed_over = false;
+        let child_pgid = child.pid();
         match &self.front {
             Some(front) if tty::foreground_group() == Some(child_pgid) => {
                 let _ = tty::give_to(front.front_pgid);

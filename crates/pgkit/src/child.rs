@@ -9,7 +9,7 @@
 
 use crate::signal::Signal;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// How a process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,19 +166,16 @@ impl Child {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
         let r = match (target, &self.pidfd) {
-            (Target::Child, Some(fd)) => {
-                // SAFETY: pidfd_send_signal with a valid pidfd, a valid signal
-                // number, a null siginfo (as kill(2) would send) and no flags.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        fd.as_raw_fd(),
-                        sig.raw(),
-                        std::ptr::null::<libc::siginfo_t>(),
-                        0,
-                    ) as i32
+            (Target::Child, Some(fd)) => match crate::descend::pidfd_signal(fd, sig) {
+                Ok(()) => 0,
+                // A seccomp filter may refuse the pidfd call itself (EPERM,
+                // ENOSYS): the pid is pinned by our unreaped child anyway.
+                Err(e) if crate::descend::no_pidfd(&e) => {
+                    // SAFETY: kill with our own unreaped child's pid.
+                    unsafe { libc::kill(self.pid, sig.raw()) }
                 }
-            }
+                Err(e) => return Err(e),
+            },
             // SAFETY: kill with our own unreaped child's pid.
             (Target::Child, None) => unsafe { libc::kill(self.pid, sig.raw()) },
             // SAFETY: the group's leader is our unreaped child, so the id is
@@ -189,13 +186,6 @@ impl Child {
             return Err(io::Error::last_os_error());
         }
         Ok(())
-    }
-
-    /// Whether any process of COMMAND's group is left (zombies count until
-    /// reaped). Only meaningful while COMMAND is unreaped.
-    pub fn group_exists(&self) -> bool {
-        // SAFETY: signal 0 only checks; the id is pinned by our unreaped leader.
-        !self.reaped && unsafe { libc::kill(-self.pid, 0) } == 0
     }
 
     /// Has COMMAND exited? Reads the status without reaping
@@ -213,10 +203,26 @@ impl Child {
                 }
                 Ok(Some(info)) => self.exit = Some(exit_status(&info)),
                 Ok(None) => self.job_looked = true,
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.lost(),
                 Err(_) => {}
             }
         }
         self.exit
+    }
+
+    /// COMMAND is no longer our child to wait for: something reaped it
+    /// behind our back (SIGCHLD ignored with no exec in between, or a
+    /// `waitid` of someone else's). Its status is lost and its pid may be
+    /// reused already, so nothing is signalled any more, and the pidfd,
+    /// readable for ever, is closed so no wait spins on it.
+    fn lost(&mut self) {
+        crate::warn!(
+            "COMMAND (pid {}) was reaped behind the tool's back: its exit status is lost",
+            self.pid
+        );
+        self.exit = Some(Status::Exited(crate::error::TOOL_FAILED));
+        self.reaped = true;
+        self.pidfd = None;
     }
 
     /// A stop or continue of COMMAND since the last call, if any.
@@ -248,7 +254,14 @@ impl Child {
     pub fn reap(&mut self) -> Option<Status> {
         let status = self.poll_exit()?;
         if !self.reaped {
-            let _ = waitid(libc::P_PID, self.pid as libc::id_t, libc::WEXITED);
+            match waitid(libc::P_PID, self.pid as libc::id_t, libc::WEXITED) {
+                // Reaped now, or by someone else already: either way gone.
+                Ok(Some(_)) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {}
+                // Not reaped (it has exited, so this is not "not yet"): keep
+                // the pid pinned and say so rather than pretend.
+                _ => return Some(status),
+            }
             self.reaped = true;
             self.pidfd = None;
         }

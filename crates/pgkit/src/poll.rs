@@ -12,8 +12,34 @@
 use crate::deadline::Timer;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Failed waits in a row (0 after a wait that worked).
+static FAILURES: AtomicU32 = AtomicU32::new(0);
+
+/// A wait that failed for a reason that will not go away by itself (EINVAL
+/// when the descriptor limit was lowered under the tool's feet, ENOMEM):
+/// returning at once would make every caller's loop a busy loop. So sleep
+/// instead — a few milliseconds, doubling to a second, never past the
+/// deadline — and report every descriptor ready, so the caller looks at
+/// everything once, as after a wake-up. Said once, on stderr.
+fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>) -> Vec<usize> {
+    let n = FAILURES.fetch_add(1, Ordering::Relaxed);
+    if n == 0 {
+        crate::warn!(
+            "unable to wait for events: {}; looking every second instead",
+            crate::error::describe(err)
+        );
+    }
+    let mut nap = Duration::from_millis(5u64 << n.min(8)).min(Duration::from_secs(1));
+    if let Some(d) = deadline {
+        nap = nap.min(d.saturating_duration_since(Instant::now()));
+    }
+    std::thread::sleep(nap);
+    (0..ours).collect()
+}
 
 /// The deadline timer of the process, made on the first wait with a
 /// deadline (a tool without deadlines never opens it).
@@ -86,8 +112,10 @@ pub fn wait_io(
         if err.kind() == io::ErrorKind::Interrupted {
             return Ok(Vec::new());
         }
-        return Err(err);
+        drop(timer);
+        return Ok(after_failure(&err, ours, deadline));
     }
+    FAILURES.store(0, Ordering::Relaxed);
     Ok(pfds[..ours]
         .iter()
         .enumerate()

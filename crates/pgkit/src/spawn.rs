@@ -132,6 +132,8 @@ impl Spawn {
         let restorer = startup.restorer();
         restorer.restore();
         let failure = image.exec();
+        // Back to the tool's own state: SIGCHLD waited for, signals blocked.
+        let _ = crate::sigraw::set_disposition(crate::Signal::CHLD, false);
         crate::startup::block(crate::SigSet::blockable());
         self.failure(&failure)
     }
@@ -408,7 +410,14 @@ fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(libc::pid_t, Option<OwnedFd>)>
             &mut pidfd as *mut c_int,
         )
     };
-    if pid < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+    // EINVAL: a kernel before CLONE_PIDFD; EPERM, ENOSYS: a seccomp profile
+    // that refuses the flag.
+    if pid < 0
+        && matches!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::EINVAL | libc::EPERM | libc::ENOSYS)
+        )
+    {
         pidfd = -1;
         // SAFETY: as above, without CLONE_PIDFD.
         pid = unsafe { libc::clone(child_main, top, base, arg) };
