@@ -66,7 +66,7 @@ fn run() -> ! {
     let signals =
         SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
     let inbox = Inbox::new(signals, link);
-    let terminal = Terminal::new(handed_over, stops);
+    let terminal = Terminal::new(handed_over, config.foreground, stops);
     let status = Back::new(&config, &startup, inbox, terminal, handed_over).run();
     exit::finish(status)
 }

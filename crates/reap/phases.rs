@@ -31,7 +31,7 @@ use pgkit::child::Job;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
-use pgkit::{descend, poll, reap, verbose, Child, Signal, Status, Target};
+use pgkit::{descend, poll, reap, tty, verbose, Child, Signal, Status, Target};
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
@@ -270,6 +270,9 @@ impl<'a> Back<'a> {
         }
         if sig == Signal::CONT {
             self.terminal.on_continue(child);
+        }
+        if !self.config.forwards(sig) && tty::is_job_stop(sig) {
+            return self.terminal.on_tool_stop(child, sig);
         }
         if !self.config.forwards(sig) {
             if sig != Signal::CONT {
