@@ -77,3 +77,96 @@ fn sigkill_to_reaps_whole_group_still_runs_the_cleanup() {
 fn sigkill_to_reap_alone_still_runs_the_cleanup() {
     killed_front_still_cleans_up(|run| run.signal(libc::SIGKILL));
 }
+
+/// The marker's lines: one per run of the cleanup.
+fn marker_lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// SIGKILL by pid, for a process the test saw (the back, or the exec'd
+/// cleanup in its place).
+fn sigkill(pid: i32) {
+    // SAFETY: plain syscall on a pid the test just read as reap's child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "kill {pid}");
+}
+
+/// Start reap (`options` first) over a tree of three sigprobes — COMMAND,
+/// a child in its group, a setsid escapee — SIGKILL the back (the front
+/// survives), and check that the front killed the whole tree at once, ran
+/// the cleanup once with REAP_CAUSE=lost, printed one line and exited 125.
+fn killed_back_is_not_silent(options: &[&str]) {
+    let dir = temp_dir("reap-back-lost");
+    let marker = dir.join("marker");
+    let cleanup = format!(
+        "echo \"cause=$REAP_CAUSE status=$REAP_STATUS signal=$REAP_SIGNAL\" >> {}",
+        marker.display()
+    );
+    // A grace far longer than the test's patience: "at once" means no grace.
+    let mut run = reap(options)
+        .args(["--grace", "120s", "-c", &cleanup, "--"])
+        .args([
+            sigprobe(),
+            "--fork".into(),
+            "1".into(),
+            "--escape".into(),
+            "1".into(),
+        ])
+        .stderr_piped()
+        .spawn();
+    let readies = run.expect_readies(3, TIMEOUT);
+    let command = readies.iter().find(|r| r.role == "main").unwrap().pid;
+    let back = back_of(run.pid());
+    let mut guard = Guard::new();
+    guard.watch_tree(back);
+    for r in &readies {
+        guard.watch(r.pid);
+    }
+
+    let t0 = Instant::now();
+    sigkill(back);
+    let status = run.wait_exit(TIMEOUT);
+    let left: Vec<i32> = readies
+        .iter()
+        .map(|r| r.pid)
+        .filter(|&p| procfs::start_time(p).is_some())
+        .collect();
+    let stderr = run.stderr_all();
+    assert_eq!(
+        status.code(),
+        Some(125),
+        "the front ended {status:?} (stderr {stderr:?}); still running: {left:?}"
+    );
+    assert!(
+        left.is_empty(),
+        "still there after the front exited: {left:?}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(60), "not at once");
+    assert_eq!(
+        marker_lines(&marker),
+        ["cause=lost status=137 signal=KILL"],
+        "the cleanup must run once, with REAP_CAUSE=lost"
+    );
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "reap: the subreaper process (pid {back}) was killed by KILL: killed COMMAND \
+             (pid {command}) and 2 other process(es); cleanup ran (REAP_CAUSE=lost) and \
+             exited with 0"
+        )],
+    );
+    let lines = run.lines_so_far();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("got ")),
+        "the tree was signalled before KILL: {lines:?}"
+    );
+    drop(guard);
+}
+
+#[test]
+fn sigkill_to_the_back_kills_the_tree_and_runs_the_cleanup() {
+    killed_back_is_not_silent(&[]);
+}
