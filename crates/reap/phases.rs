@@ -18,12 +18,19 @@
 //! If the front dies (its pipe reaches end of file) during 1 or 3, COMMAND's
 //! tree is killed at once and the cleanup runs with `REAP_CAUSE=lost`.
 //!
+//! The back tells the front how far it got (COMMAND's pid, its status, the
+//! cleanup's pid) and, right before it exits or becomes the cleanup, that it
+//! finished. If the back dies before that, the front takes over with the
+//! same code ([`Back::recover`]): COMMAND's tree, re-parented to the front
+//! (a subreaper too), is killed at once, and the cleanup runs there unless
+//! the back had started it.
+//!
 //! One thread; each wait is one `ppoll` on the signalfd, the front's pipe
 //! and (while it runs) the pidfd of COMMAND or the cleanup, with a deadline
 //! only while a grace or the cleanup's timeout runs.
 
 use crate::config::{stop_requests, Config};
-use crate::guardian::BackLink;
+use crate::guardian::{BackLink, LostBack, ToFront};
 use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
 use crate::sweep::Sweeper;
 use crate::terminal::Terminal;
@@ -32,6 +39,7 @@ use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
 use pgkit::{descend, poll, reap, verbose, Child, Signal, Status, Target};
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
@@ -146,6 +154,11 @@ pub struct Back<'a> {
     stop_deadline: Option<Instant>,
     /// The front died.
     lost: bool,
+    /// The way to the front (the back of a split reap only).
+    to_front: Option<ToFront>,
+    /// `--exec-cleanup` applies (not in the front, which must say what it
+    /// did once the cleanup is over).
+    may_exec: bool,
 }
 
 impl<'a> Back<'a> {
@@ -155,6 +168,7 @@ impl<'a> Back<'a> {
         inbox: Inbox,
         terminal: Terminal,
         handed_over: bool,
+        to_front: Option<ToFront>,
     ) -> Back<'a> {
         Back {
             config,
@@ -166,6 +180,8 @@ impl<'a> Back<'a> {
             cancel: false,
             stop_deadline: None,
             lost: false,
+            to_front,
+            may_exec: config.exec_cleanup,
         }
     }
 
@@ -177,6 +193,9 @@ impl<'a> Back<'a> {
             .spawn(self.startup);
         let status = match started {
             Ok(mut child) => {
+                if let Some(front) = &self.to_front {
+                    front.command_started(child.pid());
+                }
                 verbose!(
                     "started pid {} in a new process group{}",
                     child.pid(),
@@ -203,6 +222,9 @@ impl<'a> Back<'a> {
                 Status::Exited(e.code)
             }
         };
+        if let Some(front) = &self.to_front {
+            front.command_status(status);
+        }
         // Signals that arrived meanwhile still count (a stop request or the
         // front's death before COMMAND could be started).
         self.note_late_events();
@@ -214,7 +236,98 @@ impl<'a> Back<'a> {
         let cleanup = self.cleanup(status, cause);
         let last = final_status(status, cleanup);
         verbose!("exiting: {last}");
+        if let Some(front) = &self.to_front {
+            front.finished();
+        }
         last
+    }
+
+    /// The front's side of the guarantee, once the back ended without
+    /// saying it finished (killed, or crashed). COMMAND's tree — COMMAND
+    /// and the back's other orphans, re-parented to the front, a subreaper
+    /// too — is killed at once, with no grace: COMMAND's group while
+    /// COMMAND is unreaped, and every descendant, until no child is left.
+    /// Then the cleanup runs with `REAP_CAUSE=lost` (COMMAND's status if
+    /// known, else as killed by KILL), never in place, unless the back had
+    /// started it: then it is the cleanup's group and leftovers that are
+    /// killed, and the cleanup is not run again (it runs once). Signals
+    /// meanwhile are logged, not passed on. Returns the one line that says
+    /// what happened.
+    pub fn recover(mut self, back: &LostBack) -> String {
+        self.lost = true;
+        self.may_exec = false;
+        let news = back.news;
+        verbose!(
+            "the subreaper process (pid {}) {} before it finished: taking over",
+            back.pid,
+            ended(back.status)
+        );
+        // At most one of the two is left: the back reaps COMMAND before it
+        // starts the cleanup.
+        let (role, known) = match news.cleanup {
+            Some(pid) => ("the cleanup", Some(pid)),
+            None => ("COMMAND", news.command),
+        };
+        let mut pinned = known.and_then(Child::adopt);
+        let running = pinned.as_mut().is_some_and(|c| c.poll_exit().is_none());
+        // Counted before the KILL: a process the group's KILL ends may be
+        // gone before the sweep's walk sees it.
+        let mut killed: HashSet<(i32, u64)> = descend::descendants()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| !p.is_zombie())
+            .map(|p| (p.pid, p.start))
+            .collect();
+        if let Some(child) = pinned.as_ref().filter(|_| running) {
+            match child.signal(Target::Group, Signal::KILL) {
+                Ok(()) => verbose!("sent KILL to group {}", child.pid()),
+                Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
+            }
+        }
+        self.sweep(pinned.as_mut(), Stage::Kill, true);
+        killed.extend(self.sweeper.killed().iter().copied());
+        let adopted = pinned.as_ref().map(|c| c.pid());
+        let others = killed.iter().filter(|&&(p, _)| Some(p) != adopted).count();
+        if let Some(pid) = news.command {
+            self.terminal.release(pid);
+        }
+        let what = match known {
+            Some(pid) if running => {
+                format!("killed {role} (pid {pid}) and {others} other process(es)")
+            }
+            Some(pid) => {
+                format!("{role} (pid {pid}) had already exited; killed {others} other process(es)")
+            }
+            None if others == 0 => "COMMAND had not been started".to_string(),
+            None => format!("killed {others} process(es) (COMMAND's pid was not known yet)"),
+        };
+        let head = format!(
+            "the subreaper process (pid {}) {}",
+            back.pid,
+            ended(back.status)
+        );
+        if news.cleanup.is_some() {
+            return format!("{head} during the cleanup: {what}; the cleanup is not run again");
+        }
+        let status = pinned
+            .as_ref()
+            .and_then(|c| c.exit_status())
+            .or(news.status)
+            .unwrap_or(Status::Signaled(Signal::KILL));
+        self.note_late_events();
+        let cause = Cause::Lost;
+        verbose!(
+            "COMMAND {status}; every descendant is gone; cause: {}",
+            cause.name()
+        );
+        match self.cleanup(status, cause) {
+            Some(done) => format!(
+                "{head}: {what}; cleanup ran (REAP_CAUSE={}) and {}",
+                cause.name(),
+                ended(done)
+            ),
+            None => format!("{head}: {what}"),
+        }
     }
 
     fn grace_from_now(&self) -> Option<Instant> {
@@ -432,10 +545,15 @@ impl<'a> Back<'a> {
         for (key, value) in cleanup_env(status, cause) {
             spawn.env(key, value);
         }
-        if self.config.exec_cleanup {
+        if self.may_exec {
             // Signals read now are not left pending for the cleanup's image.
             self.note_late_events();
             verbose!("cleanup: executing in place (pid {})", std::process::id());
+            // From now on the cleanup's end is reap's end (the exec closes
+            // the pipe to the front).
+            if let Some(front) = &self.to_front {
+                front.finished();
+            }
             let e = spawn.exec(self.startup);
             pgkit::warn!("cleanup: {}", e.msg);
             return Some(Status::Exited(e.code));
@@ -448,6 +566,9 @@ impl<'a> Back<'a> {
             }
         };
         verbose!("cleanup started: pid {}", child.pid());
+        if let Some(front) = &self.to_front {
+            front.cleanup_started(child.pid());
+        }
         let deadline = self
             .config
             .cleanup_timeout
@@ -507,5 +628,13 @@ impl<'a> Back<'a> {
         };
         verbose!("cleanup {result}");
         Some(result)
+    }
+}
+
+/// How a process ended, as a verb phrase: "exited with 3", "was killed by KILL".
+fn ended(status: Status) -> String {
+    match status {
+        Status::Exited(_) => status.to_string(),
+        Status::Signaled(_) => format!("was {status}"),
     }
 }

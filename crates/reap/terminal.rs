@@ -10,7 +10,7 @@
 //! (`fg`) and continues COMMAND's group. As PID 1 there is no front: pgkit's
 //! [`JobControl`] rules apply as in pgwrap.
 
-use crate::guardian::StopChannel;
+use crate::guardian::ToFront;
 use pgkit::tty::{self, JobControl};
 use pgkit::{verbose, Child, Signal, Target};
 
@@ -18,7 +18,7 @@ pub struct Terminal {
     /// COMMAND's group was given the terminal.
     handed_over: bool,
     /// The front, when reap is split in two.
-    front: Option<StopChannel>,
+    front: Option<ToFront>,
     /// COMMAND is stopped (job control).
     pub stopped: bool,
 }
@@ -28,7 +28,7 @@ fn from_tty(sig: Signal) -> bool {
 }
 
 impl Terminal {
-    pub fn new(handed_over: bool, front: Option<StopChannel>) -> Terminal {
+    pub fn new(handed_over: bool, front: Option<ToFront>) -> Terminal {
         Terminal {
             handed_over,
             front,
@@ -40,7 +40,7 @@ impl Terminal {
     pub fn on_stop(&mut self, child: &Child, sig: Signal) {
         self.stopped = true;
         verbose!("COMMAND stopped by {sig}");
-        match self.front.as_mut() {
+        match self.front.as_ref() {
             Some(front) if self.handed_over && from_tty(sig) => {
                 if tty::foreground_group() == Some(child.pid()) {
                     let _ = tty::give_to(front.front_pgid);

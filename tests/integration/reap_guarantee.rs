@@ -6,6 +6,7 @@
 use crate::kit::{temp_dir, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, reap, sigprobe, Guard};
+use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
 /// Start reap (leader of its own group) over a tree of three sigprobes —
@@ -169,4 +170,110 @@ fn killed_back_is_not_silent(options: &[&str]) {
 #[test]
 fn sigkill_to_the_back_kills_the_tree_and_runs_the_cleanup() {
     killed_back_is_not_silent(&[]);
+}
+
+#[test]
+fn sigkill_to_the_back_with_exec_cleanup_runs_the_cleanup_in_the_front() {
+    // The back never got to exec the cleanup: the front runs it as a child
+    // of its own (it must still say what happened, and exit 125).
+    killed_back_is_not_silent(&["--exec-cleanup"]);
+}
+
+#[test]
+fn sigkill_to_the_exec_cleanup_is_the_cleanups_status() {
+    // The cleanup replaced the back (same pid): a SIGKILL of it is how the
+    // cleanup ended, hence how reap ends. No loss, no line, no second run.
+    let dir = temp_dir("reap-exec-killed");
+    let marker = dir.join("marker");
+    let cleanup = format!("echo ran >> {}; exec {}", marker.display(), sigprobe());
+    let mut run = reap(["--exec-cleanup", "-c", &cleanup, "--", "true"])
+        .stderr_piped()
+        .spawn();
+    let ready = run.expect_ready(TIMEOUT);
+    let back = back_of(run.pid());
+    assert_eq!(ready.pid, back, "the cleanup runs in the back's place");
+    let mut guard = Guard::new();
+    guard.watch(back);
+    sigkill(back);
+    let status = run.wait_exit(TIMEOUT);
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    assert_eq!(run.stderr_all(), "");
+    assert_eq!(marker_lines(&marker), ["ran"]);
+    drop(guard);
+}
+
+#[test]
+fn a_normal_run_ends_as_command_and_says_nothing() {
+    let dir = temp_dir("reap-normal");
+    let marker = dir.join("marker");
+    let cleanup = format!("echo \"cause=$REAP_CAUSE\" >> {}", marker.display());
+    for (script, code) in [("exit 3", 3), ("exit 0", 0)] {
+        let mut run = reap(["-c", &cleanup, "--", "sh", "-c", script])
+            .stderr_piped()
+            .spawn();
+        assert_eq!(run.wait_exit(TIMEOUT).code(), Some(code), "{script}");
+        assert_eq!(run.stderr_all(), "", "{script}");
+    }
+    let mut run = reap(["-c", &cleanup, "--", "sh", "-c", "kill -USR1 $$"])
+        .stderr_piped()
+        .spawn();
+    assert_eq!(run.wait_exit(TIMEOUT).signal(), Some(libc::SIGUSR1));
+    assert_eq!(run.stderr_all(), "");
+    assert_eq!(
+        marker_lines(&marker),
+        ["cause=exit", "cause=exit", "cause=signal"]
+    );
+}
+
+#[test]
+fn sigkill_to_the_back_during_the_cleanup_does_not_run_it_twice() {
+    // The cleanup is a shell with a sigprobe (and its child) under it: the
+    // front kills the cleanup's group and leftovers, and does not start
+    // the cleanup again.
+    let dir = temp_dir("reap-back-lost-cleanup");
+    let marker = dir.join("marker");
+    let cleanup = format!(
+        "echo \"ran $$ cause=$REAP_CAUSE\" >> {}; {} --fork 1; echo done >> {0}",
+        marker.display(),
+        sigprobe()
+    );
+    let mut run = reap(["--grace", "120s", "-c", &cleanup, "--", "true"])
+        .stderr_piped()
+        .spawn();
+    let readies = run.expect_readies(2, TIMEOUT);
+    let back = back_of(run.pid());
+    let mut guard = Guard::new();
+    guard.watch_tree(back);
+    let shell = marker_lines(&marker)[0]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<i32>()
+        .unwrap();
+    sigkill(back);
+    let status = run.wait_exit(TIMEOUT);
+    let stderr = run.stderr_all();
+    assert_eq!(status.code(), Some(125), "{status:?}: {stderr}");
+    for r in &readies {
+        assert!(procfs::start_time(r.pid).is_none(), "{r:?} left running");
+    }
+    assert!(
+        procfs::start_time(shell).is_none(),
+        "the cleanup's shell left"
+    );
+    assert_eq!(marker_lines(&marker), [format!("ran {shell} cause=exit")]);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "reap: the subreaper process (pid {back}) was killed by KILL during the cleanup: \
+             killed the cleanup (pid {shell}) and 2 other process(es); the cleanup is not run \
+             again"
+        )],
+    );
+    let lines = run.lines_so_far();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("got ")),
+        "the cleanup was signalled before KILL: {lines:?}"
+    );
+    drop(guard);
 }
