@@ -117,6 +117,18 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
                 pgkit::warn!("unable to leave the caller's process group: {e}");
             }
             let signals = SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e))?;
+            // A signal pending now was sent to the front's group before we
+            // left it: the front got it too and hands it over, so taken
+            // here as well it would reach COMMAND twice. Signals meant for
+            // the back alone cannot be among them: nobody knew its pid.
+            for r in signals.drain() {
+                verbose!(
+                    "received {} from pid {} before leaving the caller's group: \
+                     left to the front",
+                    r.signal,
+                    r.from
+                );
+            }
             Ok(Split::Back(
                 BackLink {
                     from_front: Some(File::from(sig_read)),

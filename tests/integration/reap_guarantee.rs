@@ -3,10 +3,12 @@
 //! agent ends a cancelled job). COMMAND's tree is then killed at once, with
 //! no grace, and the cleanup sees REAP_CAUSE=lost.
 
-use crate::kit::{temp_dir, TIMEOUT};
+use crate::kit::{bin, temp_dir, Run, RunBuilder, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, reap, sigprobe, Guard};
+use crate::skip::{needs_program, skip};
 use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Start reap (leader of its own group) over a tree of three sigprobes —
@@ -276,4 +278,113 @@ fn sigkill_to_the_back_during_the_cleanup_does_not_run_it_twice() {
         "the cleanup was signalled before KILL: {lines:?}"
     );
     drop(guard);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up windows, opened with strace's fault injection: the back's
+// setsid() is delayed half a second, before it runs (the back is still in
+// the front's group) or after (the back has left it).
+
+/// `strace -DDD -f -o TRACE -e trace=setsid,execve -e inject=setsid:WHEN
+/// reap ARGS...`. With `-DDD` the process started is reap itself (strace
+/// attaches from a grandchild in a session of its own), so the test's
+/// group signals reach the front and the back, never strace. `None`
+/// (skipped) without strace.
+fn reap_under_strace(test: &str, trace: &Path, when: &str) -> Option<RunBuilder> {
+    if let Some(why) = needs_program("strace", "strace") {
+        skip(test, &why);
+        return None;
+    }
+    Some(Run::new("strace").args([
+        "-DDD".into(),
+        "-f".into(),
+        "-o".into(),
+        trace.as_os_str().to_owned(),
+        "-e".into(),
+        "trace=setsid,execve".into(),
+        "-e".into(),
+        format!("inject=setsid:{when}").into(),
+        std::ffi::OsString::from(bin("reap")),
+    ]))
+}
+
+/// The back of a reap run under strace, and strace itself (the tracer):
+/// both watched by `guard`, as neither is the test's child.
+fn back_under_strace(front: i32, guard: &mut Guard) -> (i32, i32) {
+    let reap_path = bin("reap").display().to_string();
+    let mut back = 0;
+    procfs::wait_until("reap's subreaper process exists", TIMEOUT, || {
+        back = procfs::children_of(front)
+            .into_iter()
+            .find(|&p| procfs::cmdline(p).is_some_and(|c| c.first() == Some(&reap_path)))
+            .unwrap_or(0);
+        back > 0
+    });
+    let tracer = procfs::status_field(front, "TracerPid")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    guard.watch(back);
+    guard.watch(tracer);
+    (back, tracer)
+}
+
+fn rtmin(n: i32) -> i32 {
+    libc::SIGRTMIN() + n
+}
+
+#[test]
+fn a_group_signal_before_the_backs_setsid_reaches_command_once() {
+    // The supervisor signals the front's group while the back is still in
+    // it: both get the signal, the front hands its copy over, and the back
+    // must not pass on its own as well. RTMIN+1 is queued (two sends, two
+    // records) and, with RTMIN+2, blocked in COMMAND from the start (the
+    // mask reap was started with), so every copy that reaches COMMAND
+    // before its signalfd exists is kept for it and seen.
+    let test = "a_group_signal_before_the_backs_setsid_reaches_command_once";
+    let dir = temp_dir("reap-setsid-window");
+    let trace = dir.join("trace");
+    let Some(builder) = reap_under_strace(test, &trace, "delay_enter=500000") else {
+        return;
+    };
+    let (rt1, rt2) = (rtmin(1), rtmin(2));
+    let mut run = builder
+        .args(["--forward", "TERM,RTMIN+1,RTMIN+2", "--"])
+        .arg(sigprobe())
+        .configure(move |cmd| {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: sigprocmask on the child between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut set);
+                    libc::sigaddset(&mut set, rt1);
+                    libc::sigaddset(&mut set, rt2);
+                    libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                    Ok(())
+                });
+            }
+        })
+        .spawn();
+    let mut guard = Guard::new();
+    let (back, _) = back_under_strace(run.pid(), &mut guard);
+    assert_eq!(
+        procfs::pgid(back),
+        Some(run.pgid()),
+        "the back left the front's group before the delayed setsid"
+    );
+    run.signal_group(rt1);
+    // Handed over after RTMIN+1, so passed on after any copy of it.
+    run.signal(rt2);
+    let ready = run.expect_ready(TIMEOUT);
+    guard.watch(ready.pid);
+    run.expect_line("got RTMIN+2", TIMEOUT);
+    let copies = run
+        .lines_so_far()
+        .iter()
+        .filter(|l| l.starts_with("got RTMIN+1 "))
+        .count();
+    assert_eq!(copies, 1, "RTMIN+1 reached COMMAND {copies} times");
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    guard.wait_all_gone("the back and strace exit", TIMEOUT);
 }
