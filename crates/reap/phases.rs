@@ -16,7 +16,8 @@
 //!    and the cleanup failed.
 //!
 //! If the front dies (its pipe reaches end of file) during 1 or 3, COMMAND's
-//! tree is killed at once and the cleanup runs with `REAP_CAUSE=lost`.
+//! tree is killed at once and the cleanup runs with `REAP_CAUSE=lost`; if it
+//! is already gone before COMMAND could start, COMMAND is not started at all.
 //!
 //! The back tells the front how far it got (COMMAND's pid, its status, the
 //! cleanup's pid) and, right before it exits or becomes the cleanup, that it
@@ -61,6 +62,8 @@ pub struct Inbox {
     front_ready: bool,
     /// The last wait found its `extra` descriptor readable (or none was made).
     extra_ready: bool,
+    /// Events read before COMMAND existed, for the first look after.
+    held: Vec<Event>,
 }
 
 impl Inbox {
@@ -70,17 +73,14 @@ impl Inbox {
             front,
             front_ready: true,
             extra_ready: true,
+            held: Vec::new(),
         }
     }
 
     /// Everything that happened since the last call (drained, not waited for).
     fn take(&mut self) -> Vec<Event> {
-        let mut events: Vec<Event> = self
-            .signals
-            .drain()
-            .into_iter()
-            .map(Event::Signal)
-            .collect();
+        let mut events = std::mem::take(&mut self.held);
+        events.extend(self.signals.drain().into_iter().map(Event::Signal));
         if let Some(front) = self.front.as_mut().filter(|_| self.front_ready) {
             let got = front.read();
             events.extend(got.signals.into_iter().map(Event::Signal));
@@ -90,6 +90,19 @@ impl Inbox {
             }
         }
         events
+    }
+
+    /// Before COMMAND starts: whether the front is gone already. The
+    /// signals read meanwhile are kept for the next [`Inbox::take`], so
+    /// they are passed on once COMMAND exists.
+    fn front_lost_before_start(&mut self) -> bool {
+        let events = self.take();
+        let lost = events.iter().any(|e| matches!(e, Event::FrontLost));
+        self.held = events
+            .into_iter()
+            .filter(|e| !matches!(e, Event::FrontLost))
+            .collect();
+        lost
     }
 
     /// Sleep until a signal, a word from the front, `extra` (the pidfd of
@@ -187,12 +200,25 @@ impl<'a> Back<'a> {
 
     /// Phases 1 to 5; returns reap's final status.
     pub fn run(mut self) -> Status {
-        let started = Spawn::new(&self.config.command)
-            .isolation(Isolation::Group)
-            .foreground(self.handed_over)
-            .spawn(self.startup);
+        // A front already gone (its group SIGKILLed right after the start):
+        // starting COMMAND now would only be to kill it.
+        let started = if self.inbox.front_lost_before_start() {
+            self.lost = true;
+            verbose!("the front process is gone before COMMAND started: not starting it");
+            None
+        } else {
+            Some(
+                Spawn::new(&self.config.command)
+                    .isolation(Isolation::Group)
+                    .foreground(self.handed_over)
+                    .spawn(self.startup),
+            )
+        };
         let status = match started {
-            Ok(mut child) => {
+            // Never started: for the cleanup, as if killed at once (what a
+            // COMMAND started a moment earlier would have become).
+            None => Status::Signaled(Signal::KILL),
+            Some(Ok(mut child)) => {
                 if let Some(front) = &self.to_front {
                     front.command_started(child.pid());
                 }
@@ -217,7 +243,7 @@ impl<'a> Back<'a> {
                     .exit_status()
                     .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 pgkit::warn!("{}", e.msg);
                 Status::Exited(e.code)
             }

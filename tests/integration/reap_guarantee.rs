@@ -388,3 +388,49 @@ fn a_group_signal_before_the_backs_setsid_reaches_command_once() {
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
     guard.wait_all_gone("the back and strace exit", TIMEOUT);
 }
+
+#[test]
+fn a_front_killed_before_command_starts_means_command_never_starts() {
+    // The back has left the front's group (setsid done, then delayed);
+    // the whole group is SIGKILLed then. When the back goes on it finds
+    // the front gone before COMMAND exists: it starts no COMMAND only to
+    // kill it, and goes straight to the cleanup (REAP_CAUSE=lost, COMMAND
+    // as killed by KILL).
+    let test = "a_front_killed_before_command_starts_means_command_never_starts";
+    let dir = temp_dir("reap-lost-before-start");
+    let trace = dir.join("trace");
+    let marker = dir.join("marker");
+    let Some(builder) = reap_under_strace(test, &trace, "delay_exit=500000") else {
+        return;
+    };
+    let cleanup = format!(
+        "echo \"cause=$REAP_CAUSE status=$REAP_STATUS signal=$REAP_SIGNAL\" >> {}",
+        marker.display()
+    );
+    let mut run = builder.args(["-c", &cleanup, "--"]).arg(sigprobe()).spawn();
+    let mut guard = Guard::new();
+    let (back, tracer) = back_under_strace(run.pid(), &mut guard);
+    procfs::wait_until("the back's setsid", TIMEOUT, || {
+        procfs::sid(back) == Some(back)
+    });
+    let tracer_start = procfs::start_time(tracer);
+    run.signal_group(libc::SIGKILL);
+    assert_eq!(run.wait_exit(TIMEOUT).signal(), Some(libc::SIGKILL));
+    // strace exits once the back and everything it started have.
+    procfs::wait_until("strace exits", TIMEOUT, || {
+        tracer_start.is_none() || procfs::start_time(tracer) != tracer_start
+    });
+    let execs: Vec<String> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("execve(") && l.ends_with("= 0"))
+        .map(str::to_string)
+        .collect();
+    let command = format!("execve(\"{}\"", sigprobe());
+    assert!(
+        !execs.iter().any(|l| l.contains(&command)),
+        "COMMAND was started after the front was lost: {execs:#?}"
+    );
+    assert_eq!(marker_lines(&marker), ["cause=lost status=137 signal=KILL"]);
+    drop(guard);
+}
