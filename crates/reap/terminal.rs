@@ -10,7 +10,7 @@
 //! (`fg`) and continues COMMAND's group. As PID 1 there is no front: pgkit's
 //! [`JobControl`] rules apply as in pgwrap.
 
-use crate::guardian::StopChannel;
+use crate::guardian::ToFront;
 use pgkit::tty::{self, Foreground, JobControl};
 use pgkit::{verbose, Child, Signal, Target};
 
@@ -19,13 +19,13 @@ pub struct Terminal {
     /// hand-over when the job comes to the foreground.
     jobs: JobControl,
     /// The front, when reap is split in two.
-    front: Option<StopChannel>,
+    front: Option<ToFront>,
     /// COMMAND is stopped (job control).
     pub stopped: bool,
 }
 
 impl Terminal {
-    pub fn new(handed_over: bool, mode: Foreground, front: Option<StopChannel>) -> Terminal {
+    pub fn new(handed_over: bool, mode: Foreground, front: Option<ToFront>) -> Terminal {
         Terminal {
             jobs: JobControl::new(handed_over, mode),
             front,
@@ -37,7 +37,7 @@ impl Terminal {
     pub fn on_stop(&mut self, child: &Child, sig: Signal) {
         self.stopped = true;
         verbose!("COMMAND stopped by {sig}");
-        match self.front.as_mut() {
+        match self.front.as_ref() {
             Some(front) if self.jobs.handed_over && tty::is_job_stop(sig) => {
                 if tty::foreground_group() == Some(child.pid()) {
                     let _ = tty::give_to(front.front_pgid);
