@@ -714,7 +714,8 @@ impl Sup {
         }
         // Zombies whose parent is a tool process, other than the chain's
         // own next process (a tool may keep its COMMAND unreaped on purpose).
-        let chain: Vec<i32> = self.chain.iter().map(|c| c.0).collect();
+        let mut chain: Vec<i32> = self.chain.iter().map(|c| c.0).collect();
+        chain.extend(self.nodes.get(&0).map(|n| n.0));
         let now = Instant::now();
         for (&pid, st) in &stats {
             if st.state != 'Z' {
@@ -733,7 +734,10 @@ impl Sup {
             if stats.get(&st.ppid).is_some_and(|p| p.state == 'T') {
                 continue;
             }
-            let entry = self.zombies.entry((pid, st.start)).or_insert((now, now, st.ppid));
+            let entry = self
+                .zombies
+                .entry((pid, st.start))
+                .or_insert((now, now, st.ppid));
             entry.1 = now;
         }
     }
@@ -758,7 +762,8 @@ impl Sup {
                 let st = stat(pid)?;
                 // Same start tick is not enough (a decoy may take the pid
                 // within the tick): a live one must still carry the marker.
-                let same = st.start == k.start && (st.state == 'Z' || has_marker(pid, &self.needle));
+                let same =
+                    st.start == k.start && (st.state == 'Z' || has_marker(pid, &self.needle));
                 same.then_some((pid, st))
             })
             .collect()
@@ -980,8 +985,7 @@ impl Sup {
                     if now >= due {
                         fired[i] = true;
                         let how = self.fire(tool, tool_status.is_none(), &target, sig);
-                        self.out
-                            .push(format!("event {i} {how} at={}", self.ms()));
+                        self.out.push(format!("event {i} {how} at={}", self.ms()));
                     }
                 }
             }
@@ -1005,7 +1009,8 @@ impl Sup {
                 let wall = self.ms();
                 if !spin && cpu > 1500 && cpu * 2 > wall {
                     spin = true;
-                    self.out.push(format!("spin cpu_ms={cpu} wall_ms={wall}"));
+                    self.out
+                        .push(format!("spinning cpu_ms={cpu} wall_ms={wall}"));
                     self.kill_all_marked();
                 }
                 if tool_end.is_some() && settled.is_none() {
@@ -1035,7 +1040,8 @@ impl Sup {
                     .iter()
                     .map(|(pid, st)| format!("{pid}:{}:{}", self.known[pid].argv0, st.state))
                     .collect();
-                self.out.push(format!("hang at={} alive={alive:?}", self.ms()));
+                self.out
+                    .push(format!("hang at={} alive={alive:?}", self.ms()));
                 self.kill_all_marked();
             }
             if hang && now - self.t0 > bound + Duration::from_secs(3) {
@@ -1068,7 +1074,10 @@ impl Sup {
             if held > 500 {
                 self.out.push(format!(
                     "zombie pid={pid} ppid={ppid} parent={} held_ms={held} comm={}",
-                    self.known.get(ppid).map(|k| k.argv0.as_str()).unwrap_or("?"),
+                    self.known
+                        .get(ppid)
+                        .map(|k| k.argv0.as_str())
+                        .unwrap_or("?"),
                     hex(&comm(*pid))
                 ));
             }

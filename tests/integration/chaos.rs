@@ -34,7 +34,7 @@
 //!   ([`Model`]);
 //! - `reap-env`: REAP_STATUS and REAP_CAUSE as the contract gives them.
 //!
-//! Runs: `chaos_bounded_run` runs PGWRAP_CHAOS_N scenarios (default 240)
+//! Runs: `chaos_bounded_run` runs PGWRAP_CHAOS_N scenarios (default 200)
 //! from seed PGWRAP_CHAOS_SEED (default 1), two at a time, and fails on any
 //! violation, listing each failing seed with its replay command;
 //! PGWRAP_CHAOS_ONE=SEED replays one with everything it saw. scripts/chaos
@@ -90,7 +90,10 @@ fn sig_name(s: i32) -> String {
 }
 
 fn list(sigs: &[i32]) -> String {
-    sigs.iter().map(|&s| sig_name(s)).collect::<Vec<_>>().join(",")
+    sigs.iter()
+        .map(|&s| sig_name(s))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Default action of `s` ends the process.
@@ -248,7 +251,7 @@ fn random_name(r: &mut Rng) -> Vec<u8> {
     let len = if chance(r, 30) { 15 } else { 1 + r.below(15) };
     (0..len)
         .map(|_| match r.below(6) {
-            0 => pick(r, &[b')', b'(', b' ', b'\n', b')']),
+            0 => pick(r, b")( \n)"),
             1 | 2 => 0x80 + r.below(0x80) as u8,
             _ => pick(r, b"abcxyz0189-_.:;"),
         })
@@ -367,7 +370,10 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
         let kind = if root {
             Kind::Group
         } else {
-            pick(&mut r, &[Kind::Group, Kind::Group, Kind::Setsid, Kind::Daemon])
+            pick(
+                &mut r,
+                &[Kind::Group, Kind::Group, Kind::Setsid, Kind::Daemon],
+            )
         };
         let term = match r.below(100) {
             n if n < 40 => Term::Default,
@@ -383,11 +389,11 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
             _ => End::Stop,
         };
         let life = if root {
-            ms(&mut r, 100, 900)
+            ms(&mut r, 100, 700)
         } else if mode == Mode::Pid1 && kind == Kind::Daemon {
             ms(&mut r, 50, 300) // an orphan that exits while PID 1 runs
         } else {
-            ms(&mut r, 50, 1200)
+            ms(&mut r, 50, 900)
         };
         nodes.push(Node {
             parent,
@@ -433,6 +439,13 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
             pend.push(sig);
         }
     }
+    if matches!(mode, Mode::NoProc | Mode::Pid1) {
+        // unshare and sh run between the supervisor and the tool there, and
+        // would change what the tool inherits.
+        ign.clear();
+        blk.clear();
+        pend.clear();
+    }
     let nofile = chance(&mut r, 6).then(|| pick(&mut r, &[6, 8, 10, 16]));
     let nproc = (caps.root && mode == Mode::Plain && chance(&mut r, 6))
         .then(|| pick(&mut r, &[3, 6, 10, 30]));
@@ -444,10 +457,12 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
         .any(|t| matches!(t, Tool::Reap(r) if r.cleanup.is_some_and(|c| c.1 >= 300)));
     let mut events = Vec::new();
     for _ in 0..r.below(4) {
-        let at = ms(&mut r, 20, 900);
+        let at = ms(&mut r, 20, 700);
         let tool_sig = pick(
             &mut r,
-            &[TERM, TERM, INT, HUP, USR1, USR2, WINCH, ALRM, 32, 33, RTMAX, 36, QUIT],
+            &[
+                TERM, TERM, INT, HUP, USR1, USR2, WINCH, ALRM, 32, 33, RTMAX, 36, QUIT,
+            ],
         );
         let ev = match r.below(100) {
             _ if mode == Mode::Pid1 => Event {
@@ -498,8 +513,10 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
         };
         // One SIGKILL of the chain per scenario keeps the model small.
         let chain_kill = |e: &Event| {
-            matches!(e.target, Target::Layer(_) | Target::Back(_) | Target::Cleanup)
-                || (e.target == Target::Group && e.sig == KILL)
+            matches!(
+                e.target,
+                Target::Layer(_) | Target::Back(_) | Target::Cleanup
+            ) || (e.target == Target::Group && e.sig == KILL)
         };
         if chain_kill(&ev) && events.iter().any(chain_kill) {
             continue;
@@ -611,7 +628,9 @@ impl Scenario {
                     v.extend(["--grace".into(), dur(o.grace)]);
                     if let Some((code, run)) = o.cleanup {
                         if o.shell {
-                            v.push(format!("--cleanup=exec '{chaosproc}' cleanup '{log}' {code} {run}"));
+                            v.push(format!(
+                                "--cleanup=exec '{chaosproc}' cleanup '{log}' {code} {run}"
+                            ));
                         } else {
                             v.extend([
                                 "--cleanup-exec".into(),
@@ -661,10 +680,11 @@ impl Scenario {
                 w
             }
             Mode::Pid1 => {
-                let mut w: Vec<String> = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect();
+                let mut w: Vec<String> =
+                    ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect();
                 w.extend(v);
                 w
             }
@@ -1026,11 +1046,20 @@ impl Sim<'_> {
         l.gone = true;
         l.killed = true;
         if running {
-            if matches!(self.sc.layers[i], Tool::Reap(_)) {
+            let reap = matches!(self.sc.layers[i], Tool::Reap(_));
+            if reap {
                 self.layers[i].lost = true;
             }
             // pdeathsig (pgwrap, graceful) or reap's guarantee: the rest dies now.
             self.kill(i + 1, t);
+            if reap && i == k - 1 {
+                let cause = if self.layers[i].cancelled {
+                    "cancel"
+                } else {
+                    "lost"
+                };
+                self.reap_env = Some((128 + KILL, cause));
+            }
         }
         self.layer_ended(i, t, Outcome::Signal(KILL));
     }
@@ -1360,7 +1389,12 @@ fn run_scenario(sc: &Scenario, marker: &str) -> Report {
         Mode::Decoys => "ns",
     };
     let _ = writeln!(plan, "mode {mode}");
-    let nums = |v: &[i32]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
+    let nums = |v: &[i32]| {
+        v.iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     let _ = writeln!(plan, "ign {}", nums(&sc.ign));
     let _ = writeln!(plan, "blk {}", nums(&sc.blk));
     let _ = writeln!(plan, "pend {}", nums(&sc.pend));
@@ -1497,12 +1531,18 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
         let opt = rest.split('\'').next().unwrap_or("");
         add(
             "missing-option",
-            format!("{opt} (in the contract) is rejected: {}", rep.stderr.lines().next().unwrap_or("")),
+            format!(
+                "{opt} (in the contract) is rejected: {}",
+                rep.stderr.lines().next().unwrap_or("")
+            ),
         );
         return v;
     }
     if rep.lines.is_empty() {
-        add("harness", format!("no report from the supervisor (exit {:?})", rep.status));
+        add(
+            "harness",
+            format!("no report from the supervisor (exit {:?})", rep.status),
+        );
         return v;
     }
     if let Some(h) = rep.value("hang") {
@@ -1513,7 +1553,10 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
                 .find(|l| l.starts_with("hang at="))
                 .cloned()
                 .unwrap_or_default();
-            add("hang", format!("not ended within the bound of {bound} ms: {alive}"));
+            add(
+                "hang",
+                format!("not ended within the bound of {bound} ms: {alive}"),
+            );
         }
     }
     let cpu = rep.num("cpu_ms");
@@ -1546,7 +1589,11 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
 
     // reap's cleanup: exactly once, with the contract's environment.
     let reap_at = sc.layers.iter().position(|t| matches!(t, Tool::Reap(_)));
-    let cleanups: Vec<&String> = rep.log.iter().filter(|l| l.starts_with("cleanup ")).collect();
+    let cleanups: Vec<&String> = rep
+        .log
+        .iter()
+        .filter(|l| l.starts_with("cleanup "))
+        .collect();
     if let Some(i) = reap_at {
         let Tool::Reap(o) = &sc.layers[i] else {
             unreachable!()
@@ -1567,9 +1614,9 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
                 let envs: BTreeSet<(i32, &str)> =
                     expects.iter().filter_map(|e| e.reap_env).collect();
                 let fits = envs.is_empty()
-                    || envs.iter().any(|(s, c)| {
-                        *c == cause && (s.to_string() == status || *c == "lost")
-                    });
+                    || envs
+                        .iter()
+                        .any(|(s, c)| *c == cause && (s.to_string() == status || *c == "lost"));
                 if !fits && !faulty {
                     add(
                         "reap-env",
@@ -1615,13 +1662,26 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
         add("zombie", line.clone());
     }
     for line in rep.log.iter().filter(|l| l.starts_with("decoygot ")) {
-        add("pid-reuse", format!("a decoy on a freed pid got a signal: {line}"));
+        add(
+            "pid-reuse",
+            format!("a decoy on a freed pid got a signal: {line}"),
+        );
     }
-    for line in rep.lines.iter().filter(|l| l.starts_with("decoy ") && l.contains("died")) {
-        add("pid-reuse", format!("a decoy on a freed pid was killed: {line}"));
+    for line in rep
+        .lines
+        .iter()
+        .filter(|l| l.starts_with("decoy ") && l.contains("died"))
+    {
+        add(
+            "pid-reuse",
+            format!("a decoy on a freed pid was killed: {line}"),
+        );
     }
     if rep.lines.iter().any(|l| l == "unkillable") {
-        add("hang", "processes of the scenario survived SIGKILL for 3 s".into());
+        add(
+            "hang",
+            "processes of the scenario survived SIGKILL for 3 s".into(),
+        );
     }
     v
 }
@@ -1629,8 +1689,13 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
 // ---------------------------------------------------------------------------------------------
 // The test
 
+/// (seed, wall ms, violations, scenario) of one run.
+type RunResult = (u64, u64, Vec<Violation>, String);
+
 fn replay(seed: u64) -> String {
-    format!("PGWRAP_CHAOS_ONE={seed} cargo test --test integration chaos_bounded_run -- --nocapture")
+    format!(
+        "PGWRAP_CHAOS_ONE={seed} cargo test --test integration chaos_bounded_run -- --nocapture"
+    )
 }
 
 fn env_u64(key: &str) -> Option<u64> {
@@ -1658,13 +1723,13 @@ fn chaos_bounded_run() {
         Some(seed) => vec![seed],
         None => {
             let start = env_u64("PGWRAP_CHAOS_SEED").unwrap_or(1);
-            let n = env_u64("PGWRAP_CHAOS_N").unwrap_or(240);
+            let n = env_u64("PGWRAP_CHAOS_N").unwrap_or(200);
             (start..start + n).collect()
         }
     };
     let jobs = env_u64("PGWRAP_CHAOS_JOBS").unwrap_or(2).max(1) as usize;
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(u64, u64, Vec<Violation>, String)>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<RunResult>> = Mutex::new(Vec::new());
     let started = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..jobs {
@@ -1691,10 +1756,12 @@ fn chaos_bounded_run() {
                         eprintln!("chaos: stderr: {l}");
                     }
                 }
-                results
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((seed, rep.wall_ms, violations, sc.describe()));
+                results.lock().unwrap_or_else(|e| e.into_inner()).push((
+                    seed,
+                    rep.wall_ms,
+                    violations,
+                    sc.describe(),
+                ));
             });
         }
     });
@@ -1734,5 +1801,8 @@ fn chaos_bounded_run() {
         let _ = writeln!(msg, "chaos: kind {kind}: {n} (e.g. seed {seed}: {detail})");
     }
     eprint!("{msg}");
-    assert!(failing == 0, "{failing} chaos scenario(s) broke the contract; see above");
+    assert!(
+        failing == 0,
+        "{failing} chaos scenario(s) broke the contract; see above"
+    );
 }
