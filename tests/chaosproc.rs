@@ -1007,7 +1007,7 @@ impl Sup {
                 self.sample();
                 let cpu = self.tool_cpu_ms();
                 let wall = self.ms();
-                if !spin && cpu > 1500 && cpu * 2 > wall {
+                if !spin && cpu > 800 && cpu * 2 > wall {
                     spin = true;
                     self.out
                         .push(format!("spinning cpu_ms={cpu} wall_ms={wall}"));
@@ -1057,6 +1057,9 @@ impl Sup {
         self.read_log();
         let node_of: HashMap<i32, usize> = self.nodes.iter().map(|(&n, &(p, _))| (p, n)).collect();
         for (pid, st) in self.live_known() {
+            if st.state == 'Z' && st.ppid == self.me {
+                continue; // ours to reap, and reaped below
+            }
             let k = &self.known[&pid];
             self.out.push(format!(
                 "leftover pid={pid} node={} state={} argv0={} comm={}",

@@ -20,7 +20,7 @@
 //! judges it. Invariants, each a violation kind:
 //! - `hang`: the tool (and its machinery: reap's back, the cleanup) ended
 //!   within a bound computed from the scenario's graces, timeouts and
-//!   lifetimes plus 3 s;
+//!   lifetimes plus 2 s;
 //! - `spin`: the tools' CPU time stayed under 600 ms + a third of the wall
 //!   time;
 //! - `leftover`: nothing of the scenario is left (found by its environment
@@ -695,7 +695,7 @@ impl Scenario {
     /// The time bound: every lifetime, delay, grace and timeout of the
     /// scenario added up, plus a margin.
     fn bound_ms(&self) -> u64 {
-        let mut b = 3000;
+        let mut b = 2000;
         b += self.nodes.iter().map(|n| n.life).max().unwrap_or(0);
         b += self.events.iter().map(|e| e.at).max().unwrap_or(0);
         b += self
@@ -861,11 +861,18 @@ impl Sim<'_> {
         if i == k {
             return self.root_signal(s, t);
         }
-        let l = &self.layers[i];
-        if l.gone || l.child_done.is_some() {
+        let ign = self.sc.ign.contains(&s);
+        let (gone, done) = (self.layers[i].gone, self.layers[i].child_done.is_some());
+        if !gone && done && STOPS.contains(&s) && !ign {
+            // A stop request while reap sweeps the leftovers: the contract
+            // does not say whether it still counts as a cancel.
+            if matches!(self.sc.layers[i], Tool::Reap(_)) && self.ch.either() {
+                self.layers[i].cancelled = true;
+            }
+        }
+        if gone || done {
             return;
         }
-        let ign = self.sc.ign.contains(&s);
         // A signal passed on at once (pending at exec) may reach an inner tool
         // before it has set up its signal handling: it is then only COMMAND
         // to the outer tool, and may die of it.
@@ -1043,8 +1050,18 @@ impl Sim<'_> {
             return;
         }
         let running = l.child_done.is_none();
+        let finishing = l.child_done;
         l.gone = true;
         l.killed = true;
+        if let (Some((_, child)), Tool::Reap(_)) = (finishing, &self.sc.layers[i]) {
+            // Killed while sweeping or cleaning up: the cleanup saw the cause
+            // as it was when it started, before or after this.
+            if i == k - 1 {
+                let lost = self.ch.either();
+                let cause = self.reap_cause(i, child, lost);
+                self.reap_env = Some((child.shell(), cause));
+            }
+        }
         if running {
             let reap = matches!(self.sc.layers[i], Tool::Reap(_));
             if reap {
@@ -1095,15 +1112,7 @@ impl Sim<'_> {
             }
             Tool::Reap(o) => {
                 if i == k - 1 {
-                    let cause = if l.cancelled {
-                        "cancel"
-                    } else if l.lost || l.back_killed {
-                        "lost"
-                    } else if matches!(child, Outcome::Signal(_)) {
-                        "signal"
-                    } else {
-                        "exit"
-                    };
+                    let cause = self.reap_cause(i, child, false);
                     self.reap_env = Some((child.shell(), cause));
                 }
                 let cleanup = self.cleanup_outcome(o);
@@ -1120,6 +1129,20 @@ impl Sim<'_> {
             }
         };
         self.layer_ended(i, t, o);
+    }
+
+    /// REAP_CAUSE as the contract orders the causes.
+    fn reap_cause(&self, i: usize, child: Outcome, lost: bool) -> &'static str {
+        let l = &self.layers[i];
+        if l.cancelled {
+            "cancel"
+        } else if lost || l.lost || l.back_killed {
+            "lost"
+        } else if matches!(child, Outcome::Signal(_)) {
+            "signal"
+        } else {
+            "exit"
+        }
     }
 
     /// The cleanup's own status.
