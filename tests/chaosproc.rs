@@ -1074,7 +1074,7 @@ impl Sup {
         }
         for ((pid, _), (first, last, ppid)) in &self.zombies {
             let held = last.duration_since(*first).as_millis();
-            if held > 500 {
+            if held > 300 {
                 self.out.push(format!(
                     "zombie pid={pid} ppid={ppid} parent={} held_ms={held} comm={}",
                     self.known

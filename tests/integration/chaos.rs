@@ -27,7 +27,7 @@
 //!   marker, killed by PID) beyond what the contract lets survive (see
 //!   [`Model::allowed_leftover`]);
 //! - `zombie`: no tool keeps a zombie (other than its own COMMAND) for more
-//!   than 500 ms;
+//!   than 300 ms;
 //! - `pid-reuse`: no decoy that took a freed pid ever gets a signal;
 //! - `cleanup`: reap's cleanup ran exactly once;
 //! - `status`: the exit status is one the contract gives for the scenario
@@ -388,7 +388,9 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
             )),
             _ => End::Stop,
         };
-        let life = if root {
+        let life = if root && mode == Mode::Pid1 {
+            ms(&mut r, 600, 900) // outlives its orphans, so PID 1 must reap them
+        } else if root {
             ms(&mut r, 100, 700)
         } else if mode == Mode::Pid1 && kind == Kind::Daemon {
             ms(&mut r, 50, 300) // an orphan that exits while PID 1 runs
