@@ -2,4 +2,7 @@
 
 procfs   what the scripts read from /proc, in one place
 harness  starting COMMANDs in groups of their own and ending what is left
+setup    installs from Debian and the builds (release binaries, scripts/bench-c)
+tools    which tools are measured, which are ours
+measure  the figures of scripts/bench, as one JSON-ready dict
 """
