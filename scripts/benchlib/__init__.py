@@ -5,4 +5,7 @@ harness  starting COMMANDs in groups of their own and ending what is left
 setup    installs from Debian and the builds (release binaries, scripts/bench-c)
 tools    which tools are measured, which are ours
 measure  the figures of scripts/bench, as one JSON-ready dict
+report   that dict as the Markdown of docs/benchmarks.md
+verdict  the targets table and the notes on a miss
+chart    the startup chart (SVG)
 """
