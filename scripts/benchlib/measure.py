@@ -1,12 +1,12 @@
 """The figures of scripts/bench, measured, as one dict ready for JSON.
 
-Owns every measurement (startup with its instructions,
-system calls and the hyperfine cross-check; memory and idle cost; signal
-latency on every CPU and on one; reaping and tree kill through
-scripts/bench-reap; escalation, and scripts/bench-escalation's own figure;
-binary sizes) and the facts of the machine. Every timed figure is taken
-interleaved (A B C A B C ...). run() returns the lot; the report is
-scripts/bench-report's.
+Owns every measurement (startup with its instructions, system calls and
+the hyperfine cross-check; memory and idle cost; signal latency on every
+CPU and on one; reaping and tree kill through scripts/bench-reap;
+escalation, and scripts/bench-escalation's own figure; binary sizes), the
+facts of the machine, the options that choose what is measured, and the
+JSON file. Every timed figure is taken interleaved (A B C A B C ...).
+run() returns the lot; the report is scripts/bench-report's.
 """
 import importlib.machinery
 import json
@@ -29,6 +29,18 @@ from .tools import is_ours
 
 GRACE_MS = 200
 SIGWATCH = os.path.join(OUT, "sigwatch")
+DEFAULT_JSON = os.path.join(OUT, "bench.json")
+
+
+def add_options(ap):
+    """The options of the measuring, shared by scripts/bench and bench-measure."""
+    ap.add_argument("--quick", action="store_true", help="fewer runs (about a minute)")
+    ap.add_argument("--json", metavar="FILE",
+                    help="write the measurements here (default target/bench/bench.json)")
+    ap.add_argument("--bin", metavar="DIR",
+                    help="take pgwrap, graceful and reap from DIR (default target/release)")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="also measure DIR/pgwrap, DIR/graceful, DIR/reap as TOOL@base")
 
 
 def load_script(name):
@@ -313,8 +325,8 @@ def run(bins, quick, command):
     return data
 
 
-def write_json(data, path):
-    path = os.path.abspath(path)
+def write_json(data, path=None):
+    path = os.path.abspath(path or DEFAULT_JSON)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(data, f, indent=1)
