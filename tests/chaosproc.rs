@@ -610,8 +610,13 @@ impl Sup {
                     libc::setgid(uid);
                     libc::setuid(uid);
                 }
-                for &sig in &ign {
-                    raw_disposition(sig, 1);
+                // The inherited state is exactly the scenario's: glibc's
+                // posix_spawn (which started this supervisor) leaves 32 and
+                // 33 ignored in its child, so every disposition is set.
+                for sig in 1..=64 {
+                    if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                        raw_disposition(sig, usize::from(ign.contains(&sig)));
+                    }
                 }
                 let mut mask = 0u64;
                 for &sig in blk.iter().chain(&pend) {
