@@ -197,3 +197,60 @@ fn term_at_every_point_of_start_up_graceful() {
 fn term_at_every_point_of_start_up_reap() {
     races("reap");
 }
+
+/// A signal sent to the tool's process group while COMMAND's process is
+/// still in it (between the clone and COMMAND's own `setpgid`, a window
+/// held open for half a second with strace's fault injection) is the
+/// tool's to pass on or drop: COMMAND never gets a copy of its own. Here
+/// pgwrap drops USR2 (not in its forward set), so COMMAND — which USR2
+/// would kill, by its default action — must not see it.
+#[test]
+fn a_group_signal_while_command_is_being_spawned_is_the_tools_alone() {
+    let test = "races::a_group_signal_while_command_is_being_spawned_is_the_tools_alone";
+    if let Some(why) = crate::skip::needs_program("strace", "strace") {
+        return crate::skip::skip(test, &why);
+    }
+    let dir = crate::kit::temp_dir("spawn-window");
+    let trace = dir.join("trace");
+    // -DDD: the process started is pgwrap itself (strace attaches from a
+    // grandchild in a session of its own), so the group signal reaches
+    // pgwrap and its child, never strace.
+    let mut run = Run::new("strace")
+        .args(["-DDD", "-f", "-o"])
+        .arg(&trace)
+        .args([
+            "-e",
+            "trace=setpgid",
+            "-e",
+            "inject=setpgid:delay_enter=500000",
+        ])
+        .arg(bin("pgwrap"))
+        .args(["--forward", "USR1", "--", "sh", "-c", "sleep 1; echo done"])
+        .spawn();
+    let pgwrap = run.pid();
+    let tracer = procfs::status_field(pgwrap, "TracerPid")
+        .and_then(|t| t.parse::<i32>().ok())
+        .filter(|&t| t > 0);
+    let mut child = 0;
+    procfs::wait_until("pgwrap's child, still in pgwrap's group", TIMEOUT, || {
+        child = procfs::children_of(pgwrap).first().copied().unwrap_or(0);
+        child > 0
+    });
+    assert_eq!(
+        procfs::pgid(child),
+        Some(run.pgid()),
+        "COMMAND left pgwrap's group before the delayed setpgid"
+    );
+    run.signal_group(libc::SIGUSR2);
+    let status = run.wait_exit(TIMEOUT);
+    if let Some(t) = tracer.filter(|&t| procfs::alive(t)) {
+        // SAFETY: plain syscall on strace's pid, read from TracerPid.
+        unsafe { libc::kill(t, libc::SIGKILL) };
+    }
+    assert_eq!(
+        (status.code(), status.signal()),
+        (Some(0), None),
+        "COMMAND got the group's USR2 that pgwrap drops: {status:?}"
+    );
+    assert!(run.lines_so_far().iter().any(|l| l == "done"));
+}

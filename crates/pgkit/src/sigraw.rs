@@ -121,6 +121,14 @@ fn action(sig: Signal, new: Option<usize>) -> io::Result<Disposition> {
     })
 }
 
+/// The signals pending for this thread or its process.
+pub fn pending() -> SigSet {
+    let mut set: u64 = 0;
+    // SAFETY: rt_sigpending writes KSET bytes to `set`. Async-signal-safe.
+    unsafe { libc::syscall(libc::SYS_rt_sigpending, &mut set as *mut u64, KSET) };
+    SigSet::from_bits(set)
+}
+
 /// The disposition of `sig` now.
 pub fn disposition(sig: Signal) -> Disposition {
     action(sig, None).unwrap_or(Disposition::Default)

@@ -112,6 +112,7 @@ impl Startup {
     pub fn restorer(&self) -> Restorer {
         Restorer {
             ignore_children: self.ignored.contains(Signal::CHLD),
+            ignored: self.ignored,
             mask: self.mask,
         }
     }
@@ -121,15 +122,34 @@ impl Startup {
 pub struct Restorer {
     /// SIGCHLD was ignored by the caller (and un-ignored by the tool).
     ignore_children: bool,
+    /// Every signal the caller left ignored.
+    ignored: SigSet,
     mask: SigSet,
 }
 
 impl Restorer {
+    /// Drop every signal pending in the child now. A child is born with no
+    /// pending signal but one: a signal sent to the tool's process group
+    /// while the kernel was creating the child is delivered to the child as
+    /// well (so that a group signal cannot miss a process being forked).
+    /// The tool got the same signal and acts on it by its own rules (it may
+    /// drop it, or forward it once); COMMAND must not get a second copy of
+    /// it, or one the tool dropped. Call after leaving the tool's group, so
+    /// no other can arrive that way. Setting a pending signal to SIG_IGN
+    /// discards it; the caller's disposition is put back right after.
+    fn discard_pending(&self) {
+        for sig in sigraw::pending().iter() {
+            let _ = sigraw::set_disposition(sig, true);
+            let _ = sigraw::set_disposition(sig, self.ignored.contains(sig));
+        }
+    }
+
     /// Put the caller's dispositions and mask back. Call only in a forked
     /// child before `execve`: it makes async-signal-safe calls only, and it
     /// unblocks last, so a signal pending in the child is delivered to
     /// COMMAND's image with its default action, as if sent to COMMAND.
     pub fn restore(&self) {
+        self.discard_pending();
         if self.ignore_children {
             let _ = sigraw::set_disposition(Signal::CHLD, true);
         }
