@@ -582,14 +582,16 @@ impl<'a> Back<'a> {
             spawn.env(key, value);
         }
         if self.may_exec {
-            // Signals read now are not left pending for the cleanup's image.
-            self.note_late_events();
             verbose!("cleanup: executing in place (pid {})", std::process::id());
             // From now on the cleanup's end is reap's end (the exec closes
             // the pipe to the front).
             if let Some(front) = &self.to_front {
                 front.finished();
             }
+            // Signals read now are not left pending for the cleanup's image:
+            // among them the SIGPIPE of that write when the front is gone,
+            // which would kill the cleanup as its mask is restored.
+            self.note_late_events();
             let e = spawn.exec(self.startup);
             pgkit::warn!("cleanup: {}", e.msg);
             return Some(Status::Exited(e.code));

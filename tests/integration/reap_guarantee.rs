@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// Start reap (leader of its own group) over a tree of three sigprobes —
 /// COMMAND, a child in its group, a setsid escapee — kill it with `kill`,
 /// and check the cleanup's marker and that nothing of the tree is left.
-fn killed_front_still_cleans_up(kill: impl FnOnce(&mut crate::kit::Run)) {
+fn killed_front_still_cleans_up(opts: &[&str], kill: impl FnOnce(&mut crate::kit::Run)) {
     let dir = temp_dir("reap-lost");
     let marker = dir.join("marker");
     let cleanup = format!(
@@ -22,7 +22,9 @@ fn killed_front_still_cleans_up(kill: impl FnOnce(&mut crate::kit::Run)) {
         marker.display()
     );
     // A grace far longer than the test's patience: "at once" means no grace.
-    let mut run = reap(["--grace", "120s", "-c", &cleanup, "--"])
+    let mut run = reap(["--grace", "120s", "-c", &cleanup])
+        .args(opts)
+        .arg("--")
         .args([
             sigprobe(),
             "--fork".into(),
@@ -73,12 +75,21 @@ fn killed_front_still_cleans_up(kill: impl FnOnce(&mut crate::kit::Run)) {
 
 #[test]
 fn sigkill_to_reaps_whole_group_still_runs_the_cleanup() {
-    killed_front_still_cleans_up(|run| run.signal_group(libc::SIGKILL));
+    killed_front_still_cleans_up(&[], |run| run.signal_group(libc::SIGKILL));
 }
 
 #[test]
 fn sigkill_to_reap_alone_still_runs_the_cleanup() {
-    killed_front_still_cleans_up(|run| run.signal(libc::SIGKILL));
+    killed_front_still_cleans_up(&[], |run| run.signal(libc::SIGKILL));
+}
+
+/// Found by the chaos harness (seed 25): with --exec-cleanup the back told
+/// the front it was about to exec the cleanup, the write to the dead
+/// front's pipe raised SIGPIPE, and restoring the caller's mask for the
+/// cleanup delivered it: the cleanup died before it ran.
+#[test]
+fn sigkill_to_reap_alone_still_runs_the_exec_cleanup() {
+    killed_front_still_cleans_up(&["--exec-cleanup"], |run| run.signal(libc::SIGKILL));
 }
 
 /// The marker's lines: one per run of the cleanup.
