@@ -34,6 +34,8 @@ mod graceful_options;
 mod graceful_tty;
 /// Hostile input: random argument vectors end in 125 or a started COMMAND, never a panic.
 mod hostile;
+/// Hostile state: the invariants hold whatever the caller hands over and whatever the tree does.
+mod hostile_state;
 /// What COMMAND inherits: signal mask, ignored signals, file descriptors.
 mod inheritance;
 /// Load: 200 concurrent reap -- graceful -- pgwrap chains finish cleanly.
