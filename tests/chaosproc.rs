@@ -418,6 +418,17 @@ fn pidfd_open(pid: i32) -> Option<i32> {
     (fd >= 0).then_some(fd)
 }
 
+/// Whether the process of pidfd `fd` has exited (the pidfd is readable).
+fn pidfd_exited(fd: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
 fn pidfd_signal(fd: i32, sig: i32) -> bool {
     // SAFETY: fd is a pidfd we own; no siginfo.
     unsafe {
@@ -1021,10 +1032,12 @@ impl Sup {
                 if tool_end.is_some() && settled.is_none() {
                     // The tool ended: wait for the rest of its machinery (reap's
                     // back, a cleanup) to end too.
+                    // By pidfd, not by pid: a decoy may have taken the pid
+                    // of a cleanup that has exited.
                     let cleanup_alive = self
                         .cleanups
                         .iter()
-                        .any(|c| c.1.is_some() && stat(c.0).is_some_and(|s| s.state != 'Z'));
+                        .any(|c| c.1.is_some_and(|fd| !pidfd_exited(fd)));
                     let machinery = self.live_known().iter().any(|(pid, st)| {
                         st.state != 'Z'
                             && (TOOLS.contains(&self.known[pid].argv0.as_str())

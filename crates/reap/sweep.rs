@@ -44,11 +44,15 @@ pub struct Sweeper {
     /// Every process (pid, start time) a round sent KILL to.
     killed: HashSet<(i32, u64)>,
     warned: bool,
+    /// Why `/proc` could not be used, as found when that was decided (a
+    /// lack of descriptors may have passed by the time it is reported).
+    why: Option<pgkit::procfs::Unusable>,
 }
 
 impl Sweeper {
     pub fn new() -> Sweeper {
-        let finder = if descend::usable() {
+        let why = pgkit::procfs::check().err();
+        let finder = if why.is_none() {
             Finder::Proc
         } else if reap::is_pid1() {
             Finder::Namespace
@@ -60,6 +64,7 @@ impl Sweeper {
             marks: HashMap::new(),
             killed: HashSet::new(),
             warned: false,
+            why,
         }
     }
 
@@ -115,7 +120,7 @@ impl Sweeper {
     fn warn_once(&mut self, what: &str) {
         if !self.warned {
             self.warned = true;
-            let why = pgkit::procfs::check().err().map_or_else(
+            let why = self.why.map_or_else(
                 || "not mounted, or another PID namespace's".to_string(),
                 |e| e.to_string(),
             );
@@ -125,6 +130,7 @@ impl Sweeper {
 
     fn proc_round(&mut self, sig: Signal) {
         let Some(tree) = descend::descendants() else {
+            self.why = Some(pgkit::procfs::diagnose());
             self.finder = if reap::is_pid1() {
                 Finder::Namespace
             } else {

@@ -14,9 +14,16 @@ fn stat_fields(pid: i32) -> Option<Vec<String>> {
     if pid <= 0 {
         return None;
     }
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 1..];
-    Some(rest.split_whitespace().map(str::to_string).collect())
+    // Bytes, not text: a process name need not be UTF-8, and a reader that
+    // gave up on it would report the process gone while it runs.
+    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.iter().rposition(|&b| b == b')')? + 1..];
+    Some(
+        String::from_utf8_lossy(rest)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 fn stat_num(pid: i32, index: usize) -> Option<i64> {
@@ -127,7 +134,9 @@ pub fn status_field(pid: i32, key: &str) -> Option<String> {
     if pid <= 0 {
         return None;
     }
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    // The Name: line holds the process name, which need not be UTF-8.
+    let bytes = std::fs::read(format!("/proc/{pid}/status")).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
     text.lines().find_map(|line| {
         let (k, v) = line.split_once(':')?;
         (k == key).then(|| v.trim().to_string())
