@@ -34,6 +34,8 @@ mod graceful_tty;
 mod hostile;
 /// What COMMAND inherits: signal mask, ignored signals, file descriptors.
 mod inheritance;
+/// Job control in every terminal mode: the shell's job is the tool and COMMAND together.
+mod job_control;
 /// Load: 200 concurrent reap -- graceful -- pgwrap chains finish cleanly.
 mod load;
 /// The nohup rule: a signal the caller left ignored stays ignored unless an option names it.
