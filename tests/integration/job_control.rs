@@ -325,8 +325,8 @@ fn ctrl_z_stops_command_and_fg_continues_it(tool: &str, opts: &str) {
     tmux.send(&["C-c"]);
     place.wait_event("COMMAND got INT", |l| l.starts_with("got INT"));
     job.wait_gone("Ctrl-C ended the job");
-    wait_shell_has_no_child(shell, "after Ctrl-C");
     shell_answers(&tmux, shell, "after Ctrl-C");
+    wait_shell_has_no_child(shell, "after Ctrl-C");
 }
 
 #[test]

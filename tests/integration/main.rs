@@ -70,6 +70,8 @@ mod storms;
 mod supervisors;
 /// Terminal hand-over and job control, through tmux.
 mod terminal;
+/// The terminal matrix: tool x mode x action in bash, dash and zsh, against the man pages' tables.
+mod terminal_matrix;
 /// Terminal cases across the tools: default hand-over or not, hints, Ctrl-C, Ctrl-Z/fg.
 mod tty_all;
 /// Not root: each tool as nobody.
