@@ -39,7 +39,12 @@ fn run() -> ! {
     // Members whose parent dies are re-parented to graceful: their exits
     // reach it as SIGCHLD, and it can reap them.
     reap::become_subreaper().unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
-    let handed_over = config.foreground && tty::is_tty();
+    let mode = if config.foreground {
+        tty::Foreground::On
+    } else {
+        tty::Foreground::Off
+    };
+    let handed_over = mode.hand_over();
     let mut spawn = Spawn::new(&config.command);
     spawn
         .isolation(Isolation::Group)
@@ -56,7 +61,7 @@ fn run() -> ! {
         child.pid()
     );
 
-    let jobs = JobControl { handed_over };
+    let jobs = JobControl::new(handed_over, mode);
     let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs);
     let status = supervisor.run();
     let timed_out = supervisor.finish();

@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::machine::{Action, Event, Machine};
 use pgkit::child::Job;
 use pgkit::sigfd::{Received, SignalFd};
-use pgkit::tty::JobControl;
+use pgkit::tty::{self, JobControl};
 use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
 use std::os::fd::AsFd;
 use std::time::Instant;
@@ -171,6 +171,13 @@ impl<'a> Supervisor<'a> {
         let Received { signal, from, .. } = got;
         let group = self.child.pid();
         if signal == Signal::CHLD {
+            return;
+        }
+        let routed = self.config.on.contains(signal) || self.config.forward.contains(signal);
+        if !routed && tty::is_job_stop(signal) {
+            return self.jobs.on_tool_stop(&self.child, signal);
+        }
+        if !routed && signal == Signal::CONT && self.jobs.on_continue(&self.child) {
             return;
         }
         if self.config.on.contains(signal) {

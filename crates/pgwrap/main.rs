@@ -10,7 +10,7 @@ use pgkit::child::Job;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
-use pgkit::tty::JobControl;
+use pgkit::tty::{self, JobControl};
 use pgkit::{cli, exit, log, poll, reap, verbose, Child, Error, SigSet, Signal, Target};
 use std::os::fd::AsFd;
 
@@ -55,13 +55,14 @@ fn run() -> ! {
             ""
         }
     );
-    let jobs = JobControl { handed_over };
+    let mut jobs = JobControl::new(handed_over, config.foreground);
+    jobs.follows_fg &= !config.setsid;
     let mut stopped = false;
     let pid1 = reap::is_pid1();
 
     let status = loop {
         for received in signals.drain() {
-            pass_on(&config, &child, received, stopped);
+            pass_on(&config, &child, &mut jobs, received, stopped);
         }
         if pid1 {
             // Init of its namespace: orphans are re-parented to pgwrap and
@@ -95,14 +96,28 @@ fn run() -> ! {
     exit::finish(status)
 }
 
-/// Forward, map or drop one signal received by pgwrap.
-fn pass_on(config: &Config, child: &Child, received: Received, stopped: bool) {
+/// Forward, map or drop one signal received by pgwrap; follow job control.
+fn pass_on(
+    config: &Config,
+    child: &Child,
+    jobs: &mut JobControl,
+    received: Received,
+    stopped: bool,
+) {
     let Received { signal, from, .. } = received;
     if signal == Signal::CHLD {
         return;
     }
     let Some(out) = config.route(signal) else {
-        verbose!("received {signal} from pid {from}: dropped");
+        let job_control = if tty::is_job_stop(signal) {
+            jobs.on_tool_stop(child, signal);
+            true
+        } else {
+            signal == Signal::CONT && jobs.on_continue(child)
+        };
+        if !job_control {
+            verbose!("received {signal} from pid {from}: dropped");
+        }
         return;
     };
     // Nothing is formatted before the signal is sent (and only with -v).

@@ -19,13 +19,24 @@
 //! `REAP_CAUSE=lost`. A kill of the front's group cannot reach the back,
 //! which is in another group.
 //!
+//! The other way round, the front is a child subreaper too: if the back
+//! dies without having said it finished (an OOM kill, a stray `kill -9`),
+//! COMMAND and the rest of the back's orphans are re-parented to the front,
+//! not to init, and the front does what the back could not (phases.rs,
+//! [`crate::phases::Back::recover`]): it kills COMMAND's tree at once, runs
+//! the cleanup with `REAP_CAUSE=lost` unless the back had started it, says
+//! so on one line and exits 125.
+//!
 //! Front to back, the pipe carries one 12-byte record per signal (number,
 //! sender, `si_code`), written whole (atomic below `PIPE_BUF`). Back to
-//! front, a second pipe carries one 4-byte record per stop of COMMAND by the
-//! terminal, which the front repeats on itself so the shell sees the job
-//! stopped. The front never blocks on either: both ends are non-blocking,
-//! and once the back is gone or has become the cleanup (`--exec-cleanup`)
-//! the records are dropped, which is what the contract wants then.
+//! front, a second pipe carries 8-byte records (tag, value): COMMAND's pid
+//! once started, its status once reaped, the cleanup's pid once started,
+//! "finished" right before the back exits or execs the cleanup, and each
+//! stop of COMMAND by the terminal, which the front repeats on itself so
+//! the shell sees the job stopped. The front never blocks on either: both
+//! ends are non-blocking, and once the back is gone or has become the
+//! cleanup (`--exec-cleanup`) the records are dropped, which is what the
+//! contract wants then.
 //!
 //! A storm of signals can fill the pipe (64 KiB, about 5 000 records) faster
 //! than the back empties it. The front then keeps the records it could not
@@ -34,17 +45,30 @@
 //! pending), so none is lost and the front's memory stays bounded.
 
 use pgkit::sigfd::{Received, SignalFd};
-use pgkit::{exit, fork, poll, tty, verbose, Child, Error, SigSet, Signal};
+use pgkit::{exit, fork, poll, reap, tty, verbose, Child, Error, SigSet, Signal, Status};
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::rc::Rc;
 
+/// A signal record, front to back.
 const RECORD: usize = 12;
+/// A record back to front: tag, value.
+const NEWS: usize = 8;
+
+/// The tags of the back's records.
+const STOPPED: u32 = 1;
+const COMMAND: u32 = 2;
+const STATUS: u32 = 3;
+const CLEANUP: u32 = 4;
+const FINISHED: u32 = 5;
 
 /// Which side of the split this process is.
 pub enum Split {
     Front(Front),
-    Back(BackLink, StopChannel),
+    /// The back: the front's pipe, the way to the front, and the back's own
+    /// signalfd (opened, and emptied, right after it left the front's group).
+    Back(BackLink, ToFront, SignalFd),
 }
 
 /// Where the back goes: a session of its own, or (stdin is a terminal) a
@@ -57,18 +81,28 @@ pub enum Detach {
 }
 
 /// Fork the back. Errors here are reap's own (125): nothing has started.
-pub fn split(detach: Detach) -> Result<Split, Error> {
+pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
     let (sig_read, sig_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
     let (ctl_read, ctl_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
     let front_pgid = tty::own_group();
     match fork::fork().map_err(|e| Error::sys("fork the subreaper process", e))? {
         Some(back) => {
             drop((sig_read, ctl_write));
+            // If the back dies, its orphans (COMMAND first) come to us,
+            // not to init, and we can still keep the promise.
+            if let Err(e) = reap::become_subreaper() {
+                pgkit::warn!(
+                    "unable to become a child subreaper ({e}): if the subreaper process is \
+                     killed, COMMAND is left running"
+                );
+            }
             Ok(Split::Front(Front {
                 back,
                 to_back: Some(File::from(sig_write)),
                 backlog: Vec::new(),
                 from_back: Some(File::from(ctl_read)),
+                partial: Vec::new(),
+                news: BackNews::default(),
             }))
         }
         None => {
@@ -82,18 +116,55 @@ pub fn split(detach: Detach) -> Result<Split, Error> {
                 // take the back with it. Say so; carry on regardless.
                 pgkit::warn!("unable to leave the caller's process group: {e}");
             }
+            let signals = SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e))?;
+            // A signal pending now was sent to the front's group before we
+            // left it: the front got it too and hands it over, so taken
+            // here as well it would reach COMMAND twice. Signals meant for
+            // the back alone cannot be among them: nobody knew its pid.
+            for r in signals.drain() {
+                verbose!(
+                    "received {} from pid {} before leaving the caller's group: \
+                     left to the front",
+                    r.signal,
+                    r.from
+                );
+            }
             Ok(Split::Back(
                 BackLink {
                     from_front: Some(File::from(sig_read)),
                     buf: Vec::new(),
                 },
-                StopChannel {
-                    to_front: File::from(ctl_write),
+                ToFront {
+                    to_front: Rc::new(File::from(ctl_write)),
                     front_pgid,
                 },
+                signals,
             ))
         }
     }
+}
+
+/// What the back told the front about its work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BackNews {
+    /// COMMAND's pid, once started.
+    pub command: Option<i32>,
+    /// COMMAND's status, once reaped (the back reaps it after the sweep).
+    pub status: Option<Status>,
+    /// The cleanup's pid, once started (not with `--exec-cleanup`).
+    pub cleanup: Option<i32>,
+    /// The back is about to exit, or to become the cleanup: how it then
+    /// ends is reap's final status.
+    pub finished: bool,
+}
+
+/// The back ended without saying it finished: killed (or crashed). The
+/// front carries on with this (see [`crate::phases::Back::recover`]).
+pub struct LostBack {
+    /// The back's pid (reaped) and how it ended.
+    pub pid: i32,
+    pub status: Status,
+    pub news: BackNews,
 }
 
 /// The front: hand signals to the back, follow job control, end as it ends.
@@ -103,10 +174,16 @@ pub struct Front {
     /// Records for the back that did not fit in the pipe yet.
     backlog: Vec<u8>,
     from_back: Option<File>,
+    /// The start of a record from the back, not read whole yet.
+    partial: Vec<u8>,
+    news: BackNews,
 }
 
 impl Front {
-    pub fn run(mut self, caught: SigSet) -> ! {
+    /// Relay until the back ends. If it finished, end the same way (this
+    /// never returns); if not, return what the front needs to take over,
+    /// and its signalfd.
+    pub fn run(mut self, caught: SigSet) -> (LostBack, SignalFd) {
         let signals =
             SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
         verbose!("subreaper process is pid {}", self.back.pid());
@@ -122,9 +199,19 @@ impl Front {
             self.flush();
             if let Some(status) = self.back.poll_exit() {
                 self.back.reap();
-                exit::finish(status);
+                // Everything it wrote before it ended is in the pipe.
+                self.read_back(false);
+                if self.news.finished {
+                    exit::finish(status);
+                }
+                let lost = LostBack {
+                    pid: self.back.pid(),
+                    status,
+                    news: self.news,
+                };
+                return (lost, signals);
             }
-            self.follow_stops();
+            self.read_back(true);
             self.flush();
             let full = !self.backlog.is_empty();
             let mut fds = Vec::new();
@@ -190,33 +277,56 @@ impl Front {
         );
     }
 
-    /// The back says COMMAND was stopped from the terminal: stop the same
-    /// way (the shell then sees its job stopped); once continued, tell the
-    /// back, which continues COMMAND.
-    fn follow_stops(&mut self) {
-        let Some(pipe) = self.from_back.as_mut() else {
-            return;
-        };
-        let mut buf = [0u8; 64];
-        let (n, eof) = match pipe.read(&mut buf) {
-            Ok(0) => (0, true),
-            Ok(n) => (n, false),
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-                return
-            }
-            Err(_) => (0, true),
-        };
-        if eof {
-            self.from_back = None;
-            return;
-        }
+    /// Read what the back has written, without blocking (to the end of
+    /// file once the back has exited). `follow`: act on stops — the back
+    /// says COMMAND was stopped from the terminal: stop the same way (the
+    /// shell then sees its job stopped); once continued, tell the back,
+    /// which continues COMMAND. A stop read after the back exited is moot.
+    fn read_back(&mut self, follow: bool) {
         let mut stopped = false;
-        for chunk in buf[..n].chunks_exact(4) {
-            let raw = i32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            if let Some(sig) = Signal::from_raw(raw) {
-                verbose!("COMMAND stopped by {sig}; stopping too");
-                tty::stop_self(sig);
-                stopped = true;
+        while let Some(pipe) = self.from_back.as_mut() {
+            let mut buf = [0u8; NEWS * 16];
+            let n = match pipe.read(&mut buf) {
+                Ok(0) => {
+                    self.from_back = None;
+                    break;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.from_back = None;
+                    break;
+                }
+            };
+            self.partial.extend_from_slice(&buf[..n]);
+            let whole = self.partial.len() / NEWS * NEWS;
+            let records: Vec<[u8; NEWS]> = self.partial[..whole]
+                .chunks_exact(NEWS)
+                .map(|c| c.try_into().unwrap_or([0; NEWS]))
+                .collect();
+            self.partial.drain(..whole);
+            for rec in records {
+                let tag = u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]);
+                let value = i32::from_ne_bytes([rec[4], rec[5], rec[6], rec[7]]);
+                match tag {
+                    STOPPED => match Signal::from_raw(value) {
+                        Some(sig) if follow => {
+                            verbose!("COMMAND stopped by {sig}; stopping too");
+                            tty::stop_self(sig);
+                            stopped = true;
+                        }
+                        _ => {}
+                    },
+                    COMMAND => self.news.command = Some(value),
+                    STATUS => self.news.status = decode_status(value),
+                    CLEANUP => self.news.cleanup = Some(value),
+                    FINISHED => self.news.finished = true,
+                    _ => {}
+                }
+            }
+            if n < buf.len() {
+                break;
             }
         }
         if stopped {
@@ -228,6 +338,22 @@ impl Front {
                 code: 0,
             });
         }
+    }
+}
+
+/// A status as one record value: N for an exit, -S for a death by S.
+fn encode_status(status: Status) -> i32 {
+    match status {
+        Status::Exited(n) => n,
+        Status::Signaled(s) => -s.raw(),
+    }
+}
+
+fn decode_status(value: i32) -> Option<Status> {
+    if value >= 0 {
+        Some(Status::Exited(value))
+    } else {
+        Signal::from_raw(-value).map(Status::Signaled)
     }
 }
 
@@ -294,18 +420,61 @@ impl BackLink {
     }
 }
 
-/// The back's way to ask the front to stop as COMMAND stopped.
-pub struct StopChannel {
-    to_front: File,
+/// The back's way to the front: COMMAND's and the cleanup's progress, and
+/// the request to stop as COMMAND stopped. Cloned, it is the same pipe.
+#[derive(Clone)]
+pub struct ToFront {
+    to_front: Rc<File>,
     /// The front's process group: the shell's job, which gets the terminal
     /// back while COMMAND is stopped or gone.
     pub front_pgid: i32,
 }
 
-impl StopChannel {
-    pub fn stop_front(&mut self, sig: Signal) -> bool {
-        self.to_front
-            .write(&sig.raw().to_ne_bytes())
-            .is_ok_and(|n| n == 4)
+impl ToFront {
+    /// One record, written whole; `false` if the front no longer reads.
+    fn send(&self, tag: u32, value: i32) -> bool {
+        let mut record = [0u8; NEWS];
+        record[0..4].copy_from_slice(&tag.to_ne_bytes());
+        record[4..8].copy_from_slice(&value.to_ne_bytes());
+        (&*self.to_front).write(&record).is_ok_and(|n| n == NEWS)
+    }
+
+    pub fn stop_front(&self, sig: Signal) -> bool {
+        self.send(STOPPED, sig.raw())
+    }
+
+    pub fn command_started(&self, pid: i32) {
+        self.send(COMMAND, pid);
+    }
+
+    pub fn command_status(&self, status: Status) {
+        self.send(STATUS, encode_status(status));
+    }
+
+    pub fn cleanup_started(&self, pid: i32) {
+        self.send(CLEANUP, pid);
+    }
+
+    /// Right before the back exits, or execs the cleanup: whatever ends the
+    /// back from now on is reap's final status, not a loss.
+    pub fn finished(&self) {
+        self.send(FINISHED, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_records() {
+        for s in [
+            Status::Exited(0),
+            Status::Exited(255),
+            Status::Signaled(Signal::KILL),
+            Status::Signaled(Signal::TERM),
+        ] {
+            assert_eq!(decode_status(encode_status(s)), Some(s));
+        }
     }
 }

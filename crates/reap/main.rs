@@ -42,9 +42,9 @@ fn run() -> ! {
     startup::block(caught);
     let handed_over = config.foreground.hand_over();
 
-    let (link, stops) = if reap::is_pid1() {
+    let (link, to_front, signals) = if reap::is_pid1() {
         verbose!("running as PID 1: reaping every orphan of the namespace");
-        (None, None)
+        (None, None, None)
     } else {
         // With a terminal on stdin the back stays in the caller's session
         // (in a group of its own) so COMMAND can have the terminal; see
@@ -54,19 +54,29 @@ fn run() -> ! {
         } else {
             Detach::Session
         };
-        match guardian::split(detach).unwrap_or_else(|e| e.exit()) {
-            Split::Front(front) => front.run(caught),
-            Split::Back(link, stops) => {
+        match guardian::split(detach, caught).unwrap_or_else(|e| e.exit()) {
+            Split::Front(front) => {
+                // Returns only if the back was lost before it finished.
+                let (lost, signals) = front.run(caught);
+                let inbox = Inbox::new(signals, None);
+                let terminal = Terminal::new(handed_over, config.foreground, None);
+                let line =
+                    Back::new(&config, &startup, inbox, terminal, handed_over, None).recover(&lost);
+                pgkit::warn!("{line}");
+                exit::exit_code(pgkit::error::TOOL_FAILED)
+            }
+            Split::Back(link, to_front, signals) => {
                 reap::become_subreaper()
                     .unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
-                (Some(link), Some(stops))
+                (Some(link), Some(to_front), Some(signals))
             }
         }
     };
-    let signals =
-        SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+    let signals = signals.unwrap_or_else(|| {
+        SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit())
+    });
     let inbox = Inbox::new(signals, link);
-    let terminal = Terminal::new(handed_over, stops);
-    let status = Back::new(&config, &startup, inbox, terminal, handed_over).run();
+    let terminal = Terminal::new(handed_over, config.foreground, to_front.clone());
+    let status = Back::new(&config, &startup, inbox, terminal, handed_over, to_front).run();
     exit::finish(status)
 }

@@ -16,14 +16,22 @@
 //!    and the cleanup failed.
 //!
 //! If the front dies (its pipe reaches end of file) during 1 or 3, COMMAND's
-//! tree is killed at once and the cleanup runs with `REAP_CAUSE=lost`.
+//! tree is killed at once and the cleanup runs with `REAP_CAUSE=lost`; if it
+//! is already gone before COMMAND could start, COMMAND is not started at all.
+//!
+//! The back tells the front how far it got (COMMAND's pid, its status, the
+//! cleanup's pid) and, right before it exits or becomes the cleanup, that it
+//! finished. If the back dies before that, the front takes over with the
+//! same code ([`Back::recover`]): COMMAND's tree, re-parented to the front
+//! (a subreaper too), is killed at once, and the cleanup runs there unless
+//! the back had started it.
 //!
 //! One thread; each wait is one `ppoll` on the signalfd, the front's pipe
 //! and (while it runs) the pidfd of COMMAND or the cleanup, with a deadline
 //! only while a grace or the cleanup's timeout runs.
 
 use crate::config::{stop_requests, Config};
-use crate::guardian::BackLink;
+use crate::guardian::{BackLink, LostBack, ToFront};
 use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
@@ -31,7 +39,8 @@ use pgkit::child::Job;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
-use pgkit::{descend, poll, reap, verbose, Child, Signal, Status, Target};
+use pgkit::{descend, poll, reap, tty, verbose, Child, Signal, Status, Target};
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
@@ -53,6 +62,8 @@ pub struct Inbox {
     front_ready: bool,
     /// The last wait found its `extra` descriptor readable (or none was made).
     extra_ready: bool,
+    /// Events read before COMMAND existed, for the first look after.
+    held: Vec<Event>,
 }
 
 impl Inbox {
@@ -62,17 +73,14 @@ impl Inbox {
             front,
             front_ready: true,
             extra_ready: true,
+            held: Vec::new(),
         }
     }
 
     /// Everything that happened since the last call (drained, not waited for).
     fn take(&mut self) -> Vec<Event> {
-        let mut events: Vec<Event> = self
-            .signals
-            .drain()
-            .into_iter()
-            .map(Event::Signal)
-            .collect();
+        let mut events = std::mem::take(&mut self.held);
+        events.extend(self.signals.drain().into_iter().map(Event::Signal));
         if let Some(front) = self.front.as_mut().filter(|_| self.front_ready) {
             let got = front.read();
             events.extend(got.signals.into_iter().map(Event::Signal));
@@ -82,6 +90,19 @@ impl Inbox {
             }
         }
         events
+    }
+
+    /// Before COMMAND starts: whether the front is gone already. The
+    /// signals read meanwhile are kept for the next [`Inbox::take`], so
+    /// they are passed on once COMMAND exists.
+    fn front_lost_before_start(&mut self) -> bool {
+        let events = self.take();
+        let lost = events.iter().any(|e| matches!(e, Event::FrontLost));
+        self.held = events
+            .into_iter()
+            .filter(|e| !matches!(e, Event::FrontLost))
+            .collect();
+        lost
     }
 
     /// Sleep until a signal, a word from the front, `extra` (the pidfd of
@@ -146,6 +167,11 @@ pub struct Back<'a> {
     stop_deadline: Option<Instant>,
     /// The front died.
     lost: bool,
+    /// The way to the front (the back of a split reap only).
+    to_front: Option<ToFront>,
+    /// `--exec-cleanup` applies (not in the front, which must say what it
+    /// did once the cleanup is over).
+    may_exec: bool,
 }
 
 impl<'a> Back<'a> {
@@ -155,6 +181,7 @@ impl<'a> Back<'a> {
         inbox: Inbox,
         terminal: Terminal,
         handed_over: bool,
+        to_front: Option<ToFront>,
     ) -> Back<'a> {
         Back {
             config,
@@ -166,17 +193,35 @@ impl<'a> Back<'a> {
             cancel: false,
             stop_deadline: None,
             lost: false,
+            to_front,
+            may_exec: config.exec_cleanup,
         }
     }
 
     /// Phases 1 to 5; returns reap's final status.
     pub fn run(mut self) -> Status {
-        let started = Spawn::new(&self.config.command)
-            .isolation(Isolation::Group)
-            .foreground(self.handed_over)
-            .spawn(self.startup);
+        // A front already gone (its group SIGKILLed right after the start):
+        // starting COMMAND now would only be to kill it.
+        let started = if self.inbox.front_lost_before_start() {
+            self.lost = true;
+            verbose!("the front process is gone before COMMAND started: not starting it");
+            None
+        } else {
+            Some(
+                Spawn::new(&self.config.command)
+                    .isolation(Isolation::Group)
+                    .foreground(self.handed_over)
+                    .spawn(self.startup),
+            )
+        };
         let status = match started {
-            Ok(mut child) => {
+            // Never started: for the cleanup, as if killed at once (what a
+            // COMMAND started a moment earlier would have become).
+            None => Status::Signaled(Signal::KILL),
+            Some(Ok(mut child)) => {
+                if let Some(front) = &self.to_front {
+                    front.command_started(child.pid());
+                }
                 verbose!(
                     "started pid {} in a new process group{}",
                     child.pid(),
@@ -199,11 +244,14 @@ impl<'a> Back<'a> {
                     .exit_status()
                     .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 pgkit::warn!("{}", e.msg);
                 Status::Exited(e.code)
             }
         };
+        if let Some(front) = &self.to_front {
+            front.command_status(status);
+        }
         // Signals that arrived meanwhile still count (a stop request or the
         // front's death before COMMAND could be started).
         self.note_late_events();
@@ -215,7 +263,99 @@ impl<'a> Back<'a> {
         let cleanup = self.cleanup(status, cause);
         let last = final_status(status, cleanup);
         verbose!("exiting: {last}");
+        if let Some(front) = &self.to_front {
+            front.finished();
+        }
         last
+    }
+
+    /// The front's side of the guarantee, once the back ended without
+    /// saying it finished (killed, or crashed). COMMAND's tree — COMMAND
+    /// and the back's other orphans, re-parented to the front, a subreaper
+    /// too — is killed at once, with no grace: COMMAND's group while
+    /// COMMAND is unreaped, and every descendant, until no child is left.
+    /// Then the cleanup runs with `REAP_CAUSE=lost` (COMMAND's status if
+    /// known, else as killed by KILL), never in place, unless the back had
+    /// started it: then it is the cleanup's group and leftovers that are
+    /// killed, and the cleanup is not run again (it runs once). Signals
+    /// meanwhile are logged, not passed on. Returns the one line that says
+    /// what happened.
+    pub fn recover(mut self, back: &LostBack) -> String {
+        self.lost = true;
+        self.may_exec = false;
+        let news = back.news;
+        verbose!(
+            "the subreaper process (pid {}) {} before it finished: taking over",
+            back.pid,
+            ended(back.status)
+        );
+        // At most one of the two is left: the back reaps COMMAND before it
+        // starts the cleanup.
+        let (role, known) = match news.cleanup {
+            Some(pid) => ("the cleanup", Some(pid)),
+            None => ("COMMAND", news.command),
+        };
+        let mut pinned = known.and_then(Child::adopt);
+        let running = pinned.as_mut().is_some_and(|c| c.poll_exit().is_none());
+        // Counted before the KILL: a process the group's KILL ends may be
+        // gone before the sweep's walk sees it.
+        let mut killed: HashSet<(i32, u64)> = descend::descendants()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| !p.is_zombie())
+            .map(|p| (p.pid, p.start))
+            .collect();
+        if let Some(child) = pinned.as_ref() {
+            // While COMMAND is unreaped, its group's id is still its own.
+            self.terminal.release(child);
+        }
+        if let Some(child) = pinned.as_ref().filter(|_| running) {
+            match child.signal(Target::Group, Signal::KILL) {
+                Ok(()) => verbose!("sent KILL to group {}", child.pid()),
+                Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
+            }
+        }
+        self.sweep(pinned.as_mut(), Stage::Kill, true);
+        killed.extend(self.sweeper.killed().iter().copied());
+        let adopted = pinned.as_ref().map(|c| c.pid());
+        let others = killed.iter().filter(|&&(p, _)| Some(p) != adopted).count();
+        let what = match known {
+            Some(pid) if running => {
+                format!("killed {role} (pid {pid}) and {others} other process(es)")
+            }
+            Some(pid) => {
+                format!("{role} (pid {pid}) had already exited; killed {others} other process(es)")
+            }
+            None if others == 0 => "COMMAND had not been started".to_string(),
+            None => format!("killed {others} process(es) (COMMAND's pid was not known yet)"),
+        };
+        let head = format!(
+            "the subreaper process (pid {}) {}",
+            back.pid,
+            ended(back.status)
+        );
+        if news.cleanup.is_some() {
+            return format!("{head} during the cleanup: {what}; the cleanup is not run again");
+        }
+        let status = pinned
+            .as_ref()
+            .and_then(|c| c.exit_status())
+            .or(news.status)
+            .unwrap_or(Status::Signaled(Signal::KILL));
+        self.note_late_events();
+        let cause = Cause::Lost;
+        verbose!(
+            "COMMAND {status}; every descendant is gone; cause: {}",
+            cause.name()
+        );
+        match self.cleanup(status, cause) {
+            Some(done) => format!(
+                "{head}: {what}; cleanup ran (REAP_CAUSE={}) and {}",
+                cause.name(),
+                ended(done)
+            ),
+            None => format!("{head}: {what}"),
+        }
     }
 
     fn grace_from_now(&self) -> Option<Instant> {
@@ -270,6 +410,9 @@ impl<'a> Back<'a> {
         }
         if sig == Signal::CONT {
             self.terminal.on_continue(child);
+        }
+        if !self.config.forwards(sig) && tty::is_job_stop(sig) {
+            return self.terminal.on_tool_stop(child, sig);
         }
         if !self.config.forwards(sig) {
             if sig != Signal::CONT {
@@ -438,10 +581,15 @@ impl<'a> Back<'a> {
         for (key, value) in cleanup_env(status, cause) {
             spawn.env(key, value);
         }
-        if self.config.exec_cleanup {
+        if self.may_exec {
             // Signals read now are not left pending for the cleanup's image.
             self.note_late_events();
             verbose!("cleanup: executing in place (pid {})", std::process::id());
+            // From now on the cleanup's end is reap's end (the exec closes
+            // the pipe to the front).
+            if let Some(front) = &self.to_front {
+                front.finished();
+            }
             let e = spawn.exec(self.startup);
             pgkit::warn!("cleanup: {}", e.msg);
             return Some(Status::Exited(e.code));
@@ -454,6 +602,9 @@ impl<'a> Back<'a> {
             }
         };
         verbose!("cleanup started: pid {}", child.pid());
+        if let Some(front) = &self.to_front {
+            front.cleanup_started(child.pid());
+        }
         let deadline = self
             .config
             .cleanup_timeout
@@ -513,5 +664,13 @@ impl<'a> Back<'a> {
         };
         verbose!("cleanup {result}");
         Some(result)
+    }
+}
+
+/// How a process ended, as a verb phrase: "exited with 3", "was killed by KILL".
+fn ended(status: Status) -> String {
+    match status {
+        Status::Exited(_) => status.to_string(),
+        Status::Signaled(_) => format!("was {status}"),
     }
 }

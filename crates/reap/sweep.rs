@@ -41,6 +41,8 @@ struct Mark {
 pub struct Sweeper {
     pub finder: Finder,
     marks: HashMap<i32, Mark>,
+    /// Every process (pid, start time) a round sent KILL to.
+    killed: HashSet<(i32, u64)>,
     warned: bool,
 }
 
@@ -56,6 +58,7 @@ impl Sweeper {
         Sweeper {
             finder,
             marks: HashMap::new(),
+            killed: HashSet::new(),
             warned: false,
         }
     }
@@ -135,7 +138,9 @@ impl Sweeper {
             if self.marks.get(&p.pid).is_some_and(|m| m.start == p.start) {
                 continue;
             }
-            self.send(p, sig, &pids);
+            if self.send(p, sig, &pids) && sig == Signal::KILL {
+                self.killed.insert((p.pid, p.start));
+            }
             self.marks.insert(
                 p.pid,
                 Mark {
@@ -146,7 +151,8 @@ impl Sweeper {
         }
     }
 
-    fn send(&self, p: &Proc, sig: Signal, tree: &HashSet<i32>) {
+    /// Whether the walked process got `sig`.
+    fn send(&self, p: &Proc, sig: Signal, tree: &HashSet<i32>) -> bool {
         match descend::signal(p, sig, tree) {
             Ok(Sent::Delivered) => {
                 verbose!(
@@ -158,10 +164,19 @@ impl Sweeper {
                 if p.is_stopped() && sig != Signal::KILL && sig != Signal::CONT {
                     let _ = descend::signal(p, Signal::CONT, tree);
                 }
+                true
             }
-            Ok(Sent::Gone) => {}
-            Err(e) => pgkit::warn!("unable to send {sig} to pid {}: {e}", p.pid),
+            Ok(Sent::Gone) => false,
+            Err(e) => {
+                pgkit::warn!("unable to send {sig} to pid {}: {e}", p.pid);
+                false
+            }
         }
+    }
+
+    /// The processes (pid, start time) the rounds so far sent KILL to.
+    pub fn killed(&self) -> &HashSet<(i32, u64)> {
+        &self.killed
     }
 
     /// Whether a child of ours has appeared that this stage has not

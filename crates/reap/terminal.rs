@@ -10,27 +10,24 @@
 //! (`fg`) and continues COMMAND's group. As PID 1 there is no front: pgkit's
 //! [`JobControl`] rules apply as in pgwrap.
 
-use crate::guardian::StopChannel;
-use pgkit::tty::{self, JobControl};
+use crate::guardian::ToFront;
+use pgkit::tty::{self, Foreground, JobControl};
 use pgkit::{verbose, Child, Signal, Target};
 
 pub struct Terminal {
-    /// COMMAND's group was given the terminal.
-    handed_over: bool,
+    /// Whether COMMAND's group has the terminal, and `--foreground`'s
+    /// hand-over when the job comes to the foreground.
+    jobs: JobControl,
     /// The front, when reap is split in two.
-    front: Option<StopChannel>,
+    front: Option<ToFront>,
     /// COMMAND is stopped (job control).
     pub stopped: bool,
 }
 
-fn from_tty(sig: Signal) -> bool {
-    sig == Signal::TSTP || sig == Signal::TTIN || sig == Signal::TTOU
-}
-
 impl Terminal {
-    pub fn new(handed_over: bool, front: Option<StopChannel>) -> Terminal {
+    pub fn new(handed_over: bool, mode: Foreground, front: Option<ToFront>) -> Terminal {
         Terminal {
-            handed_over,
+            jobs: JobControl::new(handed_over, mode),
             front,
             stopped: false,
         }
@@ -40,8 +37,8 @@ impl Terminal {
     pub fn on_stop(&mut self, child: &Child, sig: Signal) {
         self.stopped = true;
         verbose!("COMMAND stopped by {sig}");
-        match self.front.as_mut() {
-            Some(front) if self.handed_over && from_tty(sig) => {
+        match self.front.as_ref() {
+            Some(front) if self.jobs.handed_over && tty::is_job_stop(sig) => {
                 if tty::foreground_group() == Some(child.pid()) {
                     let _ = tty::give_to(front.front_pgid);
                 }
@@ -50,10 +47,25 @@ impl Terminal {
                     let _ = child.signal(Target::Group, Signal::CONT);
                 }
             }
-            _ => JobControl {
-                handed_over: self.handed_over,
-            }
-            .on_stop(child, sig),
+            _ => self.jobs.on_stop(child, sig),
+        }
+    }
+
+    /// reap (the front, or reap itself as PID 1) was stopped from the
+    /// terminal: COMMAND's group is stopped first, then the front the same
+    /// way, so the shell's whole job stops.
+    pub fn on_tool_stop(&mut self, child: &Child, sig: Signal) {
+        let Some(front) = self.front.as_mut() else {
+            return self.jobs.on_tool_stop(child, sig);
+        };
+        verbose!("received {sig}: stopping COMMAND's group, then the front");
+        let _ = child.signal(Target::Group, Signal::STOP);
+        self.stopped = true;
+        if tty::foreground_group() == Some(child.pid()) {
+            let _ = tty::give_to(front.front_pgid);
+        }
+        if !front.stop_front(sig) {
+            let _ = child.signal(Target::Group, Signal::CONT);
         }
     }
 
@@ -63,10 +75,16 @@ impl Terminal {
         if !self.stopped {
             return;
         }
-        if let Some(front) = &self.front {
-            if self.handed_over && tty::foreground_group() == Some(front.front_pgid) {
-                let _ = tty::give_to(child.pid());
+        let Some(front) = &self.front else {
+            self.jobs.on_continue(child);
+            return;
+        };
+        let wants = self.jobs.handed_over || self.jobs.follows_fg;
+        if wants && tty::foreground_group() == Some(front.front_pgid) {
+            if tty::give_to(child.pid()).is_ok() && !self.jobs.handed_over {
+                verbose!("in the foreground now: terminal handed over");
             }
+            self.jobs.handed_over = true;
         }
         verbose!("continuing COMMAND");
         let _ = child.signal(Target::Group, Signal::CONT);
@@ -76,10 +94,10 @@ impl Terminal {
     /// only, and only while COMMAND is unreaped: after that its group's id
     /// may belong to a stranger's group, which must keep the terminal.
     pub fn release(&mut self, child: &Child) {
-        if !self.handed_over || child.is_reaped() {
+        if !self.jobs.handed_over || child.is_reaped() {
             return;
         }
-        self.handed_over = false;
+        self.jobs.handed_over = false;
         let child_pgid = child.pid();
         match &self.front {
             Some(front) if tty::foreground_group() == Some(child_pgid) => {

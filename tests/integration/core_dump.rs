@@ -80,9 +80,11 @@ fn a_re_raised_core_signal_runs_no_core_handler_for_the_tool() {
         }
         std::thread::sleep(Duration::from_millis(300));
         let dumps = std::fs::read_to_string(&log).unwrap();
+        // Other tests may crash processes of their own meanwhile: only a
+        // dump of one of the tools is this test's business.
         for line in dumps.lines() {
-            assert_eq!(
-                line, "sh",
+            assert!(
+                !["pgwrap", "graceful", "reap"].contains(&line),
                 "{tool}: a core handler ran for {line:?}: {dumps:?}"
             );
         }

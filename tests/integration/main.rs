@@ -10,6 +10,8 @@ mod kit_selftest;
 
 /// Malformed invocations: 125, one line, nothing started.
 mod bad_input;
+/// The chaos harness: random scenarios from a seed, the contract's invariants after each.
+mod chaos;
 /// A CI agent cancels a job (TERM, grace, SIGKILL to its group): with and without reap + graceful.
 mod ci_agent;
 /// reap's cleanup: order, environment, shielding, timeout, exit status.

@@ -3,9 +3,12 @@
 //! agent ends a cancelled job). COMMAND's tree is then killed at once, with
 //! no grace, and the cleanup sees REAP_CAUSE=lost.
 
-use crate::kit::{temp_dir, TIMEOUT};
+use crate::kit::{bin, temp_dir, Run, RunBuilder, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, reap, sigprobe, Guard};
+use crate::skip::{needs_program, skip};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Start reap (leader of its own group) over a tree of three sigprobes —
@@ -76,4 +79,358 @@ fn sigkill_to_reaps_whole_group_still_runs_the_cleanup() {
 #[test]
 fn sigkill_to_reap_alone_still_runs_the_cleanup() {
     killed_front_still_cleans_up(|run| run.signal(libc::SIGKILL));
+}
+
+/// The marker's lines: one per run of the cleanup.
+fn marker_lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// SIGKILL by pid, for a process the test saw (the back, or the exec'd
+/// cleanup in its place).
+fn sigkill(pid: i32) {
+    // SAFETY: plain syscall on a pid the test just read as reap's child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "kill {pid}");
+}
+
+/// Start reap (`options` first) over a tree of three sigprobes — COMMAND,
+/// a child in its group, a setsid escapee — SIGKILL the back (the front
+/// survives), and check that the front killed the whole tree at once, ran
+/// the cleanup once with REAP_CAUSE=lost, printed one line and exited 125.
+fn killed_back_is_not_silent(options: &[&str]) {
+    let dir = temp_dir("reap-back-lost");
+    let marker = dir.join("marker");
+    let cleanup = format!(
+        "echo \"cause=$REAP_CAUSE status=$REAP_STATUS signal=$REAP_SIGNAL\" >> {}",
+        marker.display()
+    );
+    // A grace far longer than the test's patience: "at once" means no grace.
+    let mut run = reap(options)
+        .args(["--grace", "120s", "-c", &cleanup, "--"])
+        .args([
+            sigprobe(),
+            "--fork".into(),
+            "1".into(),
+            "--escape".into(),
+            "1".into(),
+        ])
+        .stderr_piped()
+        .spawn();
+    let readies = run.expect_readies(3, TIMEOUT);
+    let command = readies.iter().find(|r| r.role == "main").unwrap().pid;
+    let back = back_of(run.pid());
+    let mut guard = Guard::new();
+    guard.watch_tree(back);
+    for r in &readies {
+        guard.watch(r.pid);
+    }
+
+    let t0 = Instant::now();
+    sigkill(back);
+    let status = run.wait_exit(TIMEOUT);
+    let left: Vec<i32> = readies
+        .iter()
+        .map(|r| r.pid)
+        .filter(|&p| procfs::start_time(p).is_some())
+        .collect();
+    let stderr = run.stderr_all();
+    assert_eq!(
+        status.code(),
+        Some(125),
+        "the front ended {status:?} (stderr {stderr:?}); still running: {left:?}"
+    );
+    assert!(
+        left.is_empty(),
+        "still there after the front exited: {left:?}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(60), "not at once");
+    assert_eq!(
+        marker_lines(&marker),
+        ["cause=lost status=137 signal=KILL"],
+        "the cleanup must run once, with REAP_CAUSE=lost"
+    );
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "reap: the subreaper process (pid {back}) was killed by KILL: killed COMMAND \
+             (pid {command}) and 2 other process(es); cleanup ran (REAP_CAUSE=lost) and \
+             exited with 0"
+        )],
+    );
+    let lines = run.lines_so_far();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("got ")),
+        "the tree was signalled before KILL: {lines:?}"
+    );
+    drop(guard);
+}
+
+#[test]
+fn sigkill_to_the_back_kills_the_tree_and_runs_the_cleanup() {
+    killed_back_is_not_silent(&[]);
+}
+
+#[test]
+fn sigkill_to_the_back_with_exec_cleanup_runs_the_cleanup_in_the_front() {
+    // The back never got to exec the cleanup: the front runs it as a child
+    // of its own (it must still say what happened, and exit 125).
+    killed_back_is_not_silent(&["--exec-cleanup"]);
+}
+
+#[test]
+fn sigkill_to_the_exec_cleanup_is_the_cleanups_status() {
+    // The cleanup replaced the back (same pid): a SIGKILL of it is how the
+    // cleanup ended, hence how reap ends. No loss, no line, no second run.
+    let dir = temp_dir("reap-exec-killed");
+    let marker = dir.join("marker");
+    let cleanup = format!("echo ran >> {}; exec {}", marker.display(), sigprobe());
+    let mut run = reap(["--exec-cleanup", "-c", &cleanup, "--", "true"])
+        .stderr_piped()
+        .spawn();
+    let ready = run.expect_ready(TIMEOUT);
+    let back = back_of(run.pid());
+    assert_eq!(ready.pid, back, "the cleanup runs in the back's place");
+    let mut guard = Guard::new();
+    guard.watch(back);
+    sigkill(back);
+    let status = run.wait_exit(TIMEOUT);
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    assert_eq!(run.stderr_all(), "");
+    assert_eq!(marker_lines(&marker), ["ran"]);
+    drop(guard);
+}
+
+#[test]
+fn a_normal_run_ends_as_command_and_says_nothing() {
+    let dir = temp_dir("reap-normal");
+    let marker = dir.join("marker");
+    let cleanup = format!("echo \"cause=$REAP_CAUSE\" >> {}", marker.display());
+    for (script, code) in [("exit 3", 3), ("exit 0", 0)] {
+        let mut run = reap(["-c", &cleanup, "--", "sh", "-c", script])
+            .stderr_piped()
+            .spawn();
+        assert_eq!(run.wait_exit(TIMEOUT).code(), Some(code), "{script}");
+        assert_eq!(run.stderr_all(), "", "{script}");
+    }
+    let mut run = reap(["-c", &cleanup, "--", "sh", "-c", "kill -USR1 $$"])
+        .stderr_piped()
+        .spawn();
+    assert_eq!(run.wait_exit(TIMEOUT).signal(), Some(libc::SIGUSR1));
+    assert_eq!(run.stderr_all(), "");
+    assert_eq!(
+        marker_lines(&marker),
+        ["cause=exit", "cause=exit", "cause=signal"]
+    );
+}
+
+#[test]
+fn sigkill_to_the_back_during_the_cleanup_does_not_run_it_twice() {
+    // The cleanup is a shell with a sigprobe (and its child) under it: the
+    // front kills the cleanup's group and leftovers, and does not start
+    // the cleanup again.
+    let dir = temp_dir("reap-back-lost-cleanup");
+    let marker = dir.join("marker");
+    let cleanup = format!(
+        "echo \"ran $$ cause=$REAP_CAUSE\" >> {}; {} --fork 1; echo done >> {0}",
+        marker.display(),
+        sigprobe()
+    );
+    let mut run = reap(["--grace", "120s", "-c", &cleanup, "--", "true"])
+        .stderr_piped()
+        .spawn();
+    let readies = run.expect_readies(2, TIMEOUT);
+    let back = back_of(run.pid());
+    let mut guard = Guard::new();
+    guard.watch_tree(back);
+    let shell = marker_lines(&marker)[0]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<i32>()
+        .unwrap();
+    sigkill(back);
+    let status = run.wait_exit(TIMEOUT);
+    let stderr = run.stderr_all();
+    assert_eq!(status.code(), Some(125), "{status:?}: {stderr}");
+    for r in &readies {
+        assert!(procfs::start_time(r.pid).is_none(), "{r:?} left running");
+    }
+    assert!(
+        procfs::start_time(shell).is_none(),
+        "the cleanup's shell left"
+    );
+    assert_eq!(marker_lines(&marker), [format!("ran {shell} cause=exit")]);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "reap: the subreaper process (pid {back}) was killed by KILL during the cleanup: \
+             killed the cleanup (pid {shell}) and 2 other process(es); the cleanup is not run \
+             again"
+        )],
+    );
+    let lines = run.lines_so_far();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("got ")),
+        "the cleanup was signalled before KILL: {lines:?}"
+    );
+    drop(guard);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up windows, opened with strace's fault injection: the back's
+// setsid() is delayed half a second, before it runs (the back is still in
+// the front's group) or after (the back has left it).
+
+/// `strace -DDD -f -o TRACE -e trace=setsid,execve -e inject=setsid:WHEN
+/// reap ARGS...`. With `-DDD` the process started is reap itself (strace
+/// attaches from a grandchild in a session of its own), so the test's
+/// group signals reach the front and the back, never strace. `None`
+/// (skipped) without strace.
+fn reap_under_strace(test: &str, trace: &Path, when: &str) -> Option<RunBuilder> {
+    if let Some(why) = needs_program("strace", "strace") {
+        skip(test, &why);
+        return None;
+    }
+    Some(Run::new("strace").args([
+        "-DDD".into(),
+        "-f".into(),
+        "-o".into(),
+        trace.as_os_str().to_owned(),
+        "-e".into(),
+        "trace=setsid,execve".into(),
+        "-e".into(),
+        format!("inject=setsid:{when}").into(),
+        std::ffi::OsString::from(bin("reap")),
+    ]))
+}
+
+/// The back of a reap run under strace, and strace itself (the tracer):
+/// both watched by `guard`, as neither is the test's child.
+fn back_under_strace(front: i32, guard: &mut Guard) -> (i32, i32) {
+    let reap_path = bin("reap").display().to_string();
+    let mut back = 0;
+    procfs::wait_until("reap's subreaper process exists", TIMEOUT, || {
+        back = procfs::children_of(front)
+            .into_iter()
+            .find(|&p| procfs::cmdline(p).is_some_and(|c| c.first() == Some(&reap_path)))
+            .unwrap_or(0);
+        back > 0
+    });
+    let tracer = procfs::status_field(front, "TracerPid")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    guard.watch(back);
+    guard.watch(tracer);
+    (back, tracer)
+}
+
+fn rtmin(n: i32) -> i32 {
+    libc::SIGRTMIN() + n
+}
+
+#[test]
+fn a_group_signal_before_the_backs_setsid_reaches_command_once() {
+    // The supervisor signals the front's group while the back is still in
+    // it: both get the signal, the front hands its copy over, and the back
+    // must not pass on its own as well. RTMIN+1 is queued (two sends, two
+    // records) and, with RTMIN+2, blocked in COMMAND from the start (the
+    // mask reap was started with), so every copy that reaches COMMAND
+    // before its signalfd exists is kept for it and seen.
+    let test = "a_group_signal_before_the_backs_setsid_reaches_command_once";
+    let dir = temp_dir("reap-setsid-window");
+    let trace = dir.join("trace");
+    let Some(builder) = reap_under_strace(test, &trace, "delay_enter=500000") else {
+        return;
+    };
+    let (rt1, rt2) = (rtmin(1), rtmin(2));
+    let mut run = builder
+        .args(["--forward", "TERM,RTMIN+1,RTMIN+2", "--"])
+        .arg(sigprobe())
+        .configure(move |cmd| {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: sigprocmask on the child between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut set);
+                    libc::sigaddset(&mut set, rt1);
+                    libc::sigaddset(&mut set, rt2);
+                    libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                    Ok(())
+                });
+            }
+        })
+        .spawn();
+    let mut guard = Guard::new();
+    let (back, _) = back_under_strace(run.pid(), &mut guard);
+    assert_eq!(
+        procfs::pgid(back),
+        Some(run.pgid()),
+        "the back left the front's group before the delayed setsid"
+    );
+    run.signal_group(rt1);
+    // Handed over after RTMIN+1, so passed on after any copy of it.
+    run.signal(rt2);
+    let ready = run.expect_ready(TIMEOUT);
+    guard.watch(ready.pid);
+    run.expect_line("got RTMIN+2", TIMEOUT);
+    let copies = run
+        .lines_so_far()
+        .iter()
+        .filter(|l| l.starts_with("got RTMIN+1 "))
+        .count();
+    assert_eq!(copies, 1, "RTMIN+1 reached COMMAND {copies} times");
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    guard.wait_all_gone("the back and strace exit", TIMEOUT);
+}
+
+#[test]
+fn a_front_killed_before_command_starts_means_command_never_starts() {
+    // The back has left the front's group (setsid done, then delayed);
+    // the whole group is SIGKILLed then. When the back goes on it finds
+    // the front gone before COMMAND exists: it starts no COMMAND only to
+    // kill it, and goes straight to the cleanup (REAP_CAUSE=lost, COMMAND
+    // as killed by KILL).
+    let test = "a_front_killed_before_command_starts_means_command_never_starts";
+    let dir = temp_dir("reap-lost-before-start");
+    let trace = dir.join("trace");
+    let marker = dir.join("marker");
+    let Some(builder) = reap_under_strace(test, &trace, "delay_exit=500000") else {
+        return;
+    };
+    let cleanup = format!(
+        "echo \"cause=$REAP_CAUSE status=$REAP_STATUS signal=$REAP_SIGNAL\" >> {}",
+        marker.display()
+    );
+    let mut run = builder.args(["-c", &cleanup, "--"]).arg(sigprobe()).spawn();
+    let mut guard = Guard::new();
+    let (back, tracer) = back_under_strace(run.pid(), &mut guard);
+    procfs::wait_until("the back's setsid", TIMEOUT, || {
+        procfs::sid(back) == Some(back)
+    });
+    let tracer_start = procfs::start_time(tracer);
+    run.signal_group(libc::SIGKILL);
+    assert_eq!(run.wait_exit(TIMEOUT).signal(), Some(libc::SIGKILL));
+    // strace exits once the back and everything it started have.
+    procfs::wait_until("strace exits", TIMEOUT, || {
+        tracer_start.is_none() || procfs::start_time(tracer) != tracer_start
+    });
+    let execs: Vec<String> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("execve(") && l.ends_with("= 0"))
+        .map(str::to_string)
+        .collect();
+    let command = format!("execve(\"{}\"", sigprobe());
+    assert!(
+        !execs.iter().any(|l| l.contains(&command)),
+        "COMMAND was started after the front was lost: {execs:#?}"
+    );
+    assert_eq!(marker_lines(&marker), ["cause=lost status=137 signal=KILL"]);
+    drop(guard);
 }

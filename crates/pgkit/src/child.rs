@@ -137,6 +137,26 @@ impl Child {
         }
     }
 
+    /// A process this one did not start but was given: an orphan
+    /// re-parented to it as a subreaper (or PID 1). `None` unless `pid` is
+    /// a child of this process now, unreaped (running or a zombie), which
+    /// `waitid(WNOWAIT)` tells without reaping it. From then on its pid, and
+    /// the id of the group it leads, are pinned as for a started child,
+    /// until [`Child::reap`].
+    pub fn adopt(pid: i32) -> Option<Child> {
+        if pid <= 0 {
+            return None;
+        }
+        // ECHILD: not our child (any more, or never).
+        waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+        .ok()?;
+        Some(Child::new(pid, crate::descend::pidfd_open(pid).ok()))
+    }
+
     /// COMMAND's pid, which is also its process group's id.
     pub fn pid(&self) -> i32 {
         self.pid

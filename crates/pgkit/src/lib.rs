@@ -21,6 +21,7 @@
 //! | `tty`       | handing the controlling terminal over and back                    |
 //! | `exit`      | the one exit path: an exit code, or the child's signal re-raised  |
 //! | `log`       | `-v` lines, one `write(2)` each                                   |
+//! | `notify`    | systemd's notification socket relayed from the tool's own pid     |
 //! | `error`     | one-line errors with their exit status (125, 126, 127)            |
 //! | `cli`       | argument helpers shared by the three parsers                      |
 //!
@@ -45,6 +46,7 @@ pub mod exit;
 pub mod fork;
 pub mod group;
 pub mod log;
+pub mod notify;
 pub mod poll;
 pub mod procfs;
 pub mod reap;

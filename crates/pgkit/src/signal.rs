@@ -292,13 +292,13 @@ impl SigSet {
 
     /// Every signal a tool may block and read from its `signalfd`: all but
     /// KILL and STOP (which cannot be blocked) and the fault signals (which
-    /// must keep killing the tool if it crashes), and the stop signals TSTP
-    /// and TTIN (whose default action, stopping the tool, is what a shell
-    /// expects of a job).
+    /// must keep killing the tool if it crashes). The terminal's stop
+    /// signals are read too: the tool stops COMMAND's group before it stops
+    /// itself (`tty::JobControl`).
     pub fn blockable() -> SigSet {
         let mut set = SigSet::EMPTY;
         for s in Signal::all() {
-            if !(s.is_uncatchable() || s.is_fault() || s == Signal::TSTP || s == Signal::TTIN) {
+            if !(s.is_uncatchable() || s.is_fault()) {
                 set.insert(s);
             }
         }
@@ -405,9 +405,7 @@ mod tests {
     fn sets() {
         let b = SigSet::blockable();
         assert!(b.contains(Signal::TERM) && b.contains(Signal::CHLD) && b.contains(Signal::TTOU));
-        assert!(
-            !b.contains(Signal::KILL) && !b.contains(Signal::STOP) && !b.contains(Signal::TSTP)
-        );
+        assert!(!b.contains(Signal::KILL) && !b.contains(Signal::STOP) && b.contains(Signal::TSTP));
         assert!(!b.contains(Signal::parse("SEGV").unwrap()));
         assert!(b.contains(Signal::parse("RTMAX").unwrap()));
         assert!(

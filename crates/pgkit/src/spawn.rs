@@ -42,6 +42,8 @@ pub enum Isolation {
 pub struct Spawn {
     argv: Vec<OsString>,
     env: Vec<(OsString, Option<OsString>)>,
+    /// Variables set to COMMAND's own pid, filled in by the child.
+    own_pid_vars: Vec<OsString>,
     isolation: Isolation,
     pdeathsig: Option<Signal>,
     foreground: bool,
@@ -53,6 +55,7 @@ impl Spawn {
         Spawn {
             argv: argv.to_vec(),
             env: Vec::new(),
+            own_pid_vars: Vec::new(),
             isolation: Isolation::Group,
             pdeathsig: None,
             foreground: false,
@@ -80,6 +83,16 @@ impl Spawn {
     pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Spawn {
         self.env
             .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self
+    }
+
+    /// Set a variable to COMMAND's own pid (`LISTEN_PID`, `WATCHDOG_PID`):
+    /// the entry is made here with room for the digits, and the child
+    /// writes its pid into it before exec, so nothing is allocated after
+    /// the clone.
+    pub fn env_own_pid(&mut self, key: impl AsRef<OsStr>) -> &mut Spawn {
+        self.env.push((key.as_ref().to_owned(), None));
+        self.own_pid_vars.push(key.as_ref().to_owned());
         self
     }
 
@@ -150,7 +163,7 @@ impl Spawn {
             .iter()
             .map(|c| cstr(c, "path"))
             .collect::<Result<_, _>>()?;
-        let env = if self.env.is_empty() {
+        let env = if self.env.is_empty() && self.own_pid_vars.is_empty() {
             None
         } else {
             Some(self.environment()?)
@@ -198,9 +211,23 @@ impl Spawn {
             }
         }
         pointers.extend(added.iter().map(|c| c.as_ptr()));
+        let mut pid_slots = Vec::new();
+        for key in &self.own_pid_vars {
+            // KEY= then room for any pid's digits and the NUL; all NULs
+            // until the child writes them.
+            let mut slot = key.as_bytes().to_vec();
+            slot.push(b'=');
+            let at = slot.len();
+            slot.extend_from_slice(&[0u8; 12]);
+            let slot: Box<[Cell<u8>]> = slot.into_iter().map(Cell::new).collect();
+            // Cell<u8> has the layout of u8: the entry is a C string.
+            pointers.push(slot.as_ptr().cast());
+            pid_slots.push((slot, at));
+        }
         pointers.push(std::ptr::null());
         Ok(Environment {
             _added: added,
+            pid_slots,
             pointers,
         })
     }
@@ -252,7 +279,36 @@ extern "C" {
 /// made for it that they point into (the others are the tool's own).
 struct Environment {
     _added: Vec<CString>,
+    /// Entries to be completed with COMMAND's pid: the buffer, and where
+    /// its digits go.
+    pid_slots: Vec<(Box<[Cell<u8>]>, usize)>,
     pointers: Vec<*const c_char>,
+}
+
+impl Environment {
+    /// Write `pid` into every slot. Async-signal-safe and allocation-free:
+    /// runs in the vfork child, which alone uses this environment (the
+    /// parent is suspended until the child has exec'd).
+    fn fill_pid(&self, pid: i32) {
+        let mut digits = [0u8; 11];
+        let mut n = pid.unsigned_abs();
+        let mut len = 0;
+        loop {
+            digits[len] = b'0' + (n % 10) as u8;
+            len += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for (slot, at) in &self.pid_slots {
+            // Each slot has 12 bytes from `at`: at most 10 digits, then the
+            // NUL that follows them (already zero).
+            for (i, cell) in slot[*at..].iter().take(len).enumerate() {
+                cell.set(digits[len - 1 - i]);
+            }
+        }
+    }
 }
 
 /// The paths `execvp` would try: PROGRAM itself if it holds a slash, else
@@ -473,6 +529,10 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             // The parent died before prctl: no one will send the signal.
             libc::kill(libc::getpid(), job.pdeathsig);
         }
+    }
+    if let Some(env) = &job.image.env {
+        // SAFETY: getpid has no preconditions.
+        env.fill_pid(unsafe { libc::getpid() });
     }
     let failure = job.image.exec();
     job.failure.record(failure.stage.get(), failure.errno.get());

@@ -8,24 +8,37 @@
 /// or neither).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Foreground {
-    /// Hand it over when stdin is a terminal and the tool is in its
+    /// Hand it over at start when stdin is a terminal and the tool is in its
     /// foreground group, as tini does.
     Auto,
-    /// Hand it over whenever stdin is a terminal.
+    /// As `Auto`, and also later, when the shell brings the job to the
+    /// foreground (`fg`). Never from the background: the terminal is the
+    /// shell's then.
     On,
     /// Never.
     Off,
 }
 
 impl Foreground {
-    /// Whether to hand the terminal over now.
+    /// Whether to hand the terminal over now. Only a job in the foreground
+    /// hands it over, whatever the option: a background job that took the
+    /// terminal would take it from the shell (which then reads end of file
+    /// and exits).
     pub fn hand_over(self) -> bool {
-        match self {
-            Foreground::Auto => we_are_foreground(),
-            Foreground::On => is_tty(),
-            Foreground::Off => false,
-        }
+        self != Foreground::Off && we_are_foreground()
     }
+
+    /// Whether to hand it over when the job is continued in the foreground.
+    pub fn follows_fg(self) -> bool {
+        self == Foreground::On
+    }
+}
+
+/// The stop signals a terminal sends (or a shell, for its jobs): TSTP
+/// (Ctrl-Z), TTIN and TTOU (background read and write).
+pub fn is_job_stop(sig: crate::Signal) -> bool {
+    use crate::Signal;
+    sig == Signal::TSTP || sig == Signal::TTIN || sig == Signal::TTOU
 }
 
 /// Whether stdin is a terminal.
@@ -85,23 +98,55 @@ pub fn stop_self(sig: crate::Signal) {
     crate::sigraw::set_mask(old);
 }
 
-/// What the tool does when COMMAND stops: with the terminal handed over, a
-/// stop from the terminal (TSTP, TTIN, TTOU) is followed — the tool takes the
-/// terminal back and stops itself the same way, so the shell sees the job
-/// stopped; when the shell continues it (`fg`), the tool hands the terminal
-/// back and continues COMMAND. Without the terminal, a COMMAND stopped for
-/// reading from (or writing to) it gets a one-line hint instead of a silent
-/// hang.
+/// Job control, the same in every tool and mode: the shell's job is the
+/// tool and COMMAND together.
+///
+/// - The tool is stopped from the terminal (it receives TSTP, TTIN or TTOU,
+///   which it catches): COMMAND's group is stopped first (SIGSTOP, which
+///   nothing can ignore), then the tool stops itself with the same signal,
+///   so the shell sees its job stopped and COMMAND is not left running.
+/// - COMMAND is stopped from the terminal (it has the terminal, Ctrl-Z
+///   reached it): the tool takes the terminal back and stops the same way.
+/// - Either way, once the shell continues the job (`fg`, `bg`), the tool
+///   hands the terminal back to COMMAND if the job is in the foreground,
+///   and continues COMMAND's group.
+/// - Without the terminal, a COMMAND stopped for reading from (or writing
+///   to) it gets a one-line hint instead of a silent hang.
+/// - With `--foreground`, a job started in the background hands the
+///   terminal over when the shell brings it to the foreground.
+///
+/// In an orphaned process group (or as PID 1) the kernel discards the
+/// tool's own stop: it carries on at once and continues COMMAND, rather
+/// than leave it stopped for ever.
 pub struct JobControl {
-    /// The terminal was handed to COMMAND's group.
+    /// COMMAND's group has (or was given) the terminal.
     pub handed_over: bool,
+    /// Hand the terminal over when the job comes to the foreground.
+    pub follows_fg: bool,
+    /// COMMAND was seen stopped, or stopped by the tool, and not continued
+    /// since by the tool.
+    stopped: bool,
 }
 
 impl JobControl {
+    pub fn new(handed_over: bool, mode: Foreground) -> JobControl {
+        JobControl {
+            handed_over,
+            follows_fg: mode.follows_fg(),
+            stopped: false,
+        }
+    }
+
     /// Act on a stop of COMMAND (`child` is its pid and group id).
-    pub fn on_stop(&self, child: &crate::Child, sig: crate::Signal) {
+    pub fn on_stop(&mut self, child: &crate::Child, sig: crate::Signal) {
         use crate::Signal;
-        let from_tty = sig == Signal::TSTP || sig == Signal::TTIN || sig == Signal::TTOU;
+        self.stopped = true;
+        let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
+        if !self.handed_over && background_io && self.follows_fg && we_are_foreground() {
+            // --foreground, started in the background and brought to the
+            // foreground since: COMMAND gets the terminal it asked for.
+            return self.continue_command(child);
+        }
         if !self.handed_over {
             if sig == Signal::TTIN || sig == Signal::TTOU {
                 let what = if sig == Signal::TTIN {
@@ -117,18 +162,60 @@ impl JobControl {
             }
             return;
         }
-        if !from_tty {
+        if !is_job_stop(sig) {
             return;
         }
         crate::verbose!("COMMAND stopped by {sig}; stopping too");
+        self.stop_job(child, sig);
+    }
+
+    /// The tool itself received `sig` (TSTP, TTIN or TTOU): stop COMMAND's
+    /// group first, then the tool; continue both when continued.
+    pub fn on_tool_stop(&mut self, child: &crate::Child, sig: crate::Signal) {
+        if child.exit_status().is_some() || child.is_reaped() {
+            crate::verbose!("received {sig}: stopping (COMMAND has exited)");
+            stop_self(sig);
+            return;
+        }
+        crate::verbose!("received {sig}: stopping COMMAND's group, then stopping too");
+        let _ = child.signal(crate::Target::Group, crate::Signal::STOP);
+        self.stopped = true;
+        self.stop_job(child, sig);
+    }
+
+    /// The tool received CONT without having stopped itself: a background
+    /// job brought to the foreground with `fg`, or `bg` after a stop the
+    /// tool did not make. If COMMAND is stopped, it gets the terminal if it
+    /// should have it now, and is continued; returns whether it was.
+    pub fn on_continue(&mut self, child: &crate::Child) -> bool {
+        if !self.stopped || child.exit_status().is_some() || child.is_reaped() {
+            return false;
+        }
+        self.continue_command(child);
+        true
+    }
+
+    fn continue_command(&mut self, child: &crate::Child) {
+        self.give_if_foreground(child);
+        crate::verbose!("continuing COMMAND");
+        self.stopped = false;
+        let _ = child.signal(crate::Target::Group, crate::Signal::CONT);
+    }
+
+    fn give_if_foreground(&mut self, child: &crate::Child) {
+        if (self.handed_over || self.follows_fg) && we_are_foreground() {
+            if give_to(child.pid()).is_ok() && !self.handed_over {
+                crate::verbose!("in the foreground now: terminal handed over");
+            }
+            self.handed_over = true;
+        }
+    }
+
+    fn stop_job(&mut self, child: &crate::Child, sig: crate::Signal) {
         take_back_from(child.pid());
         stop_self(sig);
         // Continued (or the stop was discarded in an orphaned group).
-        if we_are_foreground() {
-            let _ = give_to(child.pid());
-        }
-        crate::verbose!("continued; continuing COMMAND");
-        let _ = child.signal(crate::Target::Group, Signal::CONT);
+        self.continue_command(child);
     }
 
     /// COMMAND is gone: take the terminal back if it still has it.

@@ -1,0 +1,372 @@
+//! The systemd notification protocol through the tool: a socket of the
+//! tool's own for COMMAND, every message relayed to the service manager
+//! from the tool's pid.
+//!
+//! With `Type=notify` and the default `NotifyAccess=main`, systemd accepts
+//! a message only from the unit's main process — the tool, which it
+//! started — and drops COMMAND's `READY=1` with "reception only permitted
+//! for main PID". So when `NOTIFY_SOCKET` is set, the tool binds a datagram
+//! socket of its own, gives COMMAND its path as `NOTIFY_SOCKET`, and sends
+//! on each message it receives: from its own pid, with the descriptors of
+//! `FDSTORE=1`. `MAINPID=` is dropped (the tool stays the main process, so
+//! `KillMode=mixed` keeps sending the stop signal to the tool). In a chain,
+//! the inner tool's relay sends to the outer one's, which sends to systemd.
+//!
+//! Only processes of the tool's own tree may speak for the service: the
+//! sender's pid comes with each message (`SCM_CREDENTIALS`) and must be a
+//! descendant of the tool. The socket lives in a directory of its own,
+//! removed with it when the tool exits; it is close-on-exec, so neither
+//! COMMAND nor the cleanup inherits it.
+//!
+//! No wake-up while nothing happens: the socket is one more descriptor of
+//! the tool's one blocking wait.
+
+use crate::procfs;
+use rustix::net::{
+    recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
+    SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
+};
+use std::ffi::{OsStr, OsString};
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::path::PathBuf;
+
+/// The largest message systemd reads (its `NOTIFY_BUFFER_MAX`, `PIPE_BUF`).
+pub const MAX_MESSAGE: usize = 4096;
+
+/// The most descriptors one message may carry here (systemd's own limit per
+/// message is the kernel's, 253).
+const MAX_FDS: usize = 253;
+
+/// The environment variable systemd sets.
+pub const VAR: &str = "NOTIFY_SOCKET";
+
+/// The tool's relay: its own socket, and the service manager's.
+pub struct Relay {
+    own: UnixDatagram,
+    dir: PathBuf,
+    path: PathBuf,
+    upstream: UnixDatagram,
+    /// Messages dropped, for `-v`.
+    pub dropped: u64,
+}
+
+/// What a message is, once read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send on this text (MAINPID= taken out).
+    Relay(Vec<u8>),
+    /// Nothing left to send (it held only MAINPID=).
+    Empty,
+    /// Dropped, with the reason for `-v`.
+    Drop(&'static str),
+}
+
+/// Decide what to do with one message: `text` as received, `fds` how many
+/// descriptors came with it, `truncated` if it was larger than
+/// [`MAX_MESSAGE`].
+pub fn judge(text: &[u8], fds: usize, truncated: bool) -> Verdict {
+    if truncated || text.len() > MAX_MESSAGE {
+        return Verdict::Drop("over the 4096-byte datagram limit");
+    }
+    let lines = || text.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+    if fds > 0 && !lines().any(|l| l == b"FDSTORE=1") {
+        return Verdict::Drop("descriptors without FDSTORE=1");
+    }
+    let mut out = Vec::with_capacity(text.len());
+    for line in lines().filter(|l| !l.starts_with(b"MAINPID=")) {
+        out.extend_from_slice(line);
+        out.push(b'\n');
+    }
+    if out.is_empty() {
+        Verdict::Empty
+    } else {
+        Verdict::Relay(out)
+    }
+}
+
+/// `NOTIFY_SOCKET` as an address: a path, or `@name` for an abstract one.
+fn address(value: &OsStr) -> Option<SocketAddr> {
+    let bytes = value.as_bytes();
+    match bytes.first()? {
+        b'/' => SocketAddr::from_pathname(value).ok(),
+        b'@' => SocketAddr::from_abstract_name(&bytes[1..]).ok(),
+        _ => None,
+    }
+}
+
+impl Relay {
+    /// The relay for `NOTIFY_SOCKET`, if it is set. `Err` (the warning's
+    /// text) when it is set but malformed or unreachable: COMMAND then
+    /// runs with it unset.
+    pub fn from_env() -> Option<Result<Relay, String>> {
+        let value = std::env::var_os(VAR)?;
+        Some(Relay::to(&value))
+    }
+
+    fn to(value: &OsStr) -> Result<Relay, String> {
+        let shown = value.to_string_lossy();
+        let addr = address(value).ok_or_else(|| {
+            format!("{VAR}='{shown}' is not a socket path or @name: COMMAND runs without it")
+        })?;
+        let upstream = UnixDatagram::unbound()
+            .and_then(|s| s.connect_addr(&addr).map(|()| s))
+            .map_err(|e| {
+                format!(
+                    "{VAR}='{shown}' is unreachable ({}): COMMAND runs without it",
+                    crate::error::describe(&e)
+                )
+            })?;
+        let dir = private_dir().map_err(|e| {
+            format!(
+                "unable to make a notification socket for COMMAND ({}): COMMAND runs without it",
+                crate::error::describe(&e)
+            )
+        })?;
+        let path = dir.join("notify");
+        let own = UnixDatagram::bind(&path)
+            .and_then(|s| {
+                s.set_nonblocking(true)?;
+                rustix::net::sockopt::set_socket_passcred(&s, true)?;
+                Ok(s)
+            })
+            .map_err(|e| {
+                let _ = std::fs::remove_dir(&dir);
+                format!(
+                    "unable to make a notification socket for COMMAND ({}): COMMAND runs without it",
+                    crate::error::describe(&e)
+                )
+            })?;
+        Ok(Relay {
+            own,
+            dir,
+            path,
+            upstream,
+            dropped: 0,
+        })
+    }
+
+    /// COMMAND's `NOTIFY_SOCKET`.
+    pub fn socket_path(&self) -> OsString {
+        self.path.clone().into_os_string()
+    }
+
+    /// Send `text` (e.g. `STOPPING=1`) to the service manager ourselves.
+    pub fn send(&self, text: &str) {
+        if let Err(e) = self.upstream.send(text.as_bytes()) {
+            crate::verbose!("unable to notify the service manager of {text}: {e}");
+        }
+    }
+
+    /// Relay every message waiting on the socket; never blocks.
+    pub fn relay(&mut self) {
+        let mut buf = vec![0u8; MAX_MESSAGE + 1];
+        let mut space = vec![
+            MaybeUninit::<u8>::uninit();
+            rustix::cmsg_space!(ScmRights(MAX_FDS), ScmCredentials(1))
+        ];
+        loop {
+            let mut control = RecvAncillaryBuffer::new(&mut space);
+            let got = recvmsg(
+                &self.own,
+                &mut [IoSliceMut::new(&mut buf)],
+                &mut control,
+                RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+            );
+            let got = match got {
+                Ok(got) => got,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return,
+            };
+            let mut fds: Vec<OwnedFd> = Vec::new();
+            let mut sender = None;
+            for msg in control.drain() {
+                match msg {
+                    RecvAncillaryMessage::ScmRights(received) => fds.extend(received),
+                    RecvAncillaryMessage::ScmCredentials(cred) => {
+                        sender = Some(cred.pid.as_raw_nonzero().get())
+                    }
+                    _ => {}
+                }
+            }
+            let truncated = got.flags.contains(ReturnFlags::TRUNC)
+                || got.flags.contains(ReturnFlags::CTRUNC)
+                || got.bytes > MAX_MESSAGE;
+            let text = &buf[..got.bytes.min(MAX_MESSAGE)];
+            self.one(text, sender, &fds, truncated);
+            // The received descriptors are closed here: systemd holds its
+            // own copies of what it keeps.
+        }
+    }
+
+    fn one(&mut self, text: &[u8], sender: Option<i32>, fds: &[OwnedFd], truncated: bool) {
+        if !sender.is_some_and(from_our_tree) {
+            self.dropped += 1;
+            crate::verbose!(
+                "notification from pid {} dropped: not a process of COMMAND's tree",
+                sender.unwrap_or(0)
+            );
+            return;
+        }
+        let out = match judge(text, fds.len(), truncated) {
+            Verdict::Relay(out) => out,
+            Verdict::Empty => {
+                crate::verbose!(
+                    "notification held only MAINPID=: dropped (reap stays the main process)"
+                );
+                return;
+            }
+            Verdict::Drop(why) => {
+                self.dropped += 1;
+                crate::verbose!("notification dropped: {why}");
+                return;
+            }
+        };
+        if text
+            .split(|&b| b == b'\n')
+            .any(|l| l.starts_with(b"MAINPID="))
+        {
+            crate::verbose!("notification: MAINPID= dropped (the tool stays the main process)");
+        }
+        let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
+        let mut space = vec![
+            MaybeUninit::<u8>::uninit();
+            rustix::cmsg_space!(ScmRights(borrowed.len().max(1)))
+        ];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !borrowed.is_empty() {
+            control.push(SendAncillaryMessage::ScmRights(&borrowed));
+        }
+        if let Err(e) = sendmsg(
+            &self.upstream,
+            &[IoSlice::new(&out)],
+            &mut control,
+            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
+        ) {
+            self.dropped += 1;
+            crate::verbose!("unable to relay a notification: {e}");
+        }
+    }
+}
+
+impl AsFd for Relay {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.own.as_fd()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// A new directory for the socket: under `$RUNTIME_DIRECTORY` (systemd's
+/// `RuntimeDirectory=`), else the temporary directory; readable by all, so a
+/// COMMAND that changes user can still reach the socket.
+fn private_dir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::var_os("RUNTIME_DIRECTORY")
+        .and_then(|v| {
+            // RuntimeDirectory= may list several, separated by ':'.
+            let first = v.as_bytes().split(|&b| b == b':').next()?;
+            (!first.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(first)))
+        })
+        .unwrap_or_else(std::env::temp_dir);
+    let pid = std::process::id();
+    let mut n = 0u32;
+    loop {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = base.join(format!("pgwrap-notify.{pid}.{nanos:x}{n}"));
+        match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 16 => n += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether `pid` is this process or one of its descendants (its chain of
+/// parents reaches us). Without a usable `/proc` nobody can be told apart:
+/// the message is taken.
+fn from_our_tree(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    if !procfs::usable() {
+        return true;
+    }
+    let mut at = pid;
+    for _ in 0..256 {
+        if at == me {
+            return true;
+        }
+        match procfs::stat(at) {
+            Some(p) if p.ppid > 0 => at = p.ppid,
+            _ => return false,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn judges_messages() {
+        assert_eq!(
+            judge(b"READY=1\nSTATUS=up\n", 0, false),
+            Verdict::Relay(b"READY=1\nSTATUS=up\n".to_vec())
+        );
+        assert_eq!(
+            judge(b"MAINPID=42\nREADY=1", 0, false),
+            Verdict::Relay(b"READY=1\n".to_vec())
+        );
+        assert_eq!(judge(b"MAINPID=42", 0, false), Verdict::Empty);
+        assert!(matches!(judge(b"READY=1", 1, false), Verdict::Drop(_)));
+        assert!(matches!(
+            judge(b"FDSTORE=1\nFDNAME=x", 2, false),
+            Verdict::Relay(_)
+        ));
+        assert!(matches!(judge(b"READY=1", 0, true), Verdict::Drop(_)));
+        assert!(matches!(
+            judge(&vec![b'x'; MAX_MESSAGE + 1], 0, false),
+            Verdict::Drop(_)
+        ));
+    }
+
+    #[test]
+    fn addresses() {
+        assert!(address(OsStr::new("/run/systemd/notify")).is_some());
+        assert!(address(OsStr::new("@abstract")).is_some());
+        assert!(address(OsStr::new("relative")).is_none());
+        assert!(address(OsStr::new("")).is_none());
+        assert!(address(OsStr::new("vsock:2:999")).is_none());
+    }
+
+    #[test]
+    fn relays_from_our_tree_and_keeps_descriptors() {
+        let dir = std::env::temp_dir().join(format!("pgkit-notify-test-{}", std::process::id()));
+        let _ = std::fs::create_dir(&dir);
+        let upstream_path = dir.join("up");
+        let upstream = UnixDatagram::bind(&upstream_path).unwrap();
+        let mut relay = Relay::to(upstream_path.as_os_str()).unwrap();
+        let client = UnixDatagram::unbound().unwrap();
+        client.send_to(b"READY=1\nMAINPID=1", &relay.path).unwrap();
+        relay.relay();
+        let mut buf = [0u8; 64];
+        let n = upstream.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"READY=1\n");
+        let path = relay.path.clone();
+        drop(relay);
+        assert!(!path.exists());
+        let _ = std::fs::remove_file(&upstream_path);
+        let _ = std::fs::remove_dir(&dir);
+    }
+}

@@ -1,0 +1,1833 @@
+//! The chaos harness: random scenarios from a seed, invariants checked after
+//! each one, so the next adversary is found here rather than by a user.
+//!
+//! A scenario (see [`generate`]) is a chain of tools (`reap -- graceful --
+//! pgwrap -- ...`, at most one reap) with random options within the
+//! contract, over a tree of `chaosproc node` processes (tests/chaosproc.rs):
+//! group members, setsid escapees, double-forked daemons, deep chains,
+//! names of random bytes (non-UTF-8, `)`, spaces, newlines, 15 bytes), fork
+//! bursts; each process exits, ignores or catches TERM, dies of a random
+//! signal (32, 33 and RTMAX included) or stops itself. The tool starts with
+//! inherited state (ignored CHLD, PIPE, HUP, INT, TERM, ALRM, USR1 or an RT
+//! signal; a blocked set; signals pending at exec; a low RLIMIT_NOFILE or
+//! RLIMIT_NPROC), with `/proc` hidden, as PID 1 of a PID namespace, or with
+//! a supervisor that recycles freed pids into decoys (ns_last_pid). Events
+//! at random times: signals to the tool, its group, COMMAND, a leftover;
+//! SIGKILL of any process of the chain (front, back, COMMAND, a leftover,
+//! the cleanup).
+//!
+//! `chaosproc sup` runs one scenario and reports what it saw; this module
+//! judges it. Invariants, each a violation kind:
+//! - `hang`: the tool (and its machinery: reap's back, the cleanup) ended
+//!   within a bound computed from the scenario's graces, timeouts and
+//!   lifetimes plus 2 s;
+//! - `spin`: the tools' CPU time stayed under 600 ms + a third of the wall
+//!   time;
+//! - `leftover`: nothing of the scenario is left (found by its environment
+//!   marker, killed by PID) beyond what the contract lets survive (see
+//!   [`Model::allowed_leftover`]);
+//! - `zombie`: no tool keeps a zombie (other than its own COMMAND) for more
+//!   than 300 ms;
+//! - `pid-reuse`: no decoy that took a freed pid ever gets a signal;
+//! - `cleanup`: reap's cleanup ran exactly once;
+//! - `status`: the exit status is one the contract gives for the scenario
+//!   ([`Model`]);
+//! - `reap-env`: REAP_STATUS and REAP_CAUSE as the contract gives them.
+//!
+//! Runs: `chaos_bounded_run` runs PGWRAP_CHAOS_N scenarios (default 200)
+//! from seed PGWRAP_CHAOS_SEED (default 1), two at a time, and fails on any
+//! violation, listing each failing seed with its replay command;
+//! PGWRAP_CHAOS_ONE=SEED replays one with everything it saw. scripts/chaos
+//! N runs N of them.
+
+use crate::kit::{bin, temp_dir};
+use crate::procfs;
+use crate::skip;
+use crate::storms::Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Two events closer than this may happen in either order.
+const TOL: u64 = 250;
+
+const TERM: i32 = libc::SIGTERM;
+const INT: i32 = libc::SIGINT;
+const HUP: i32 = libc::SIGHUP;
+const QUIT: i32 = libc::SIGQUIT;
+const KILL: i32 = libc::SIGKILL;
+const USR1: i32 = libc::SIGUSR1;
+const USR2: i32 = libc::SIGUSR2;
+const ALRM: i32 = libc::SIGALRM;
+const WINCH: i32 = libc::SIGWINCH;
+const CHLD: i32 = libc::SIGCHLD;
+const PIPE: i32 = libc::SIGPIPE;
+const RTMAX: i32 = 64;
+const STOPS: [i32; 4] = [TERM, INT, HUP, QUIT];
+const FORWARD_DEFAULT: [i32; 7] = [HUP, INT, QUIT, TERM, USR1, USR2, WINCH];
+const GRACEFUL_FORWARD: [i32; 3] = [USR1, USR2, WINCH];
+
+fn sig_name(s: i32) -> String {
+    match s {
+        1 => "HUP".into(),
+        2 => "INT".into(),
+        3 => "QUIT".into(),
+        9 => "KILL".into(),
+        10 => "USR1".into(),
+        11 => "SEGV".into(),
+        12 => "USR2".into(),
+        14 => "ALRM".into(),
+        15 => "TERM".into(),
+        17 => "CHLD".into(),
+        13 => "PIPE".into(),
+        18 => "CONT".into(),
+        28 => "WINCH".into(),
+        n => n.to_string(),
+    }
+}
+
+fn list(sigs: &[i32]) -> String {
+    sigs.iter()
+        .map(|&s| sig_name(s))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Default action of `s` ends the process.
+fn terminates(s: i32) -> bool {
+    !matches!(s, 17 | 18 | 19 | 20 | 21 | 22 | 23 | 28)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+#[derive(Clone, Debug)]
+struct Pgwrap {
+    forward: Option<Vec<i32>>,
+    ignore: Vec<i32>,
+    map: Option<(i32, i32)>,
+    to_child: bool,
+    setsid: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Graceful {
+    grace: u64,
+    timeout: Option<u64>,
+    preserve: bool,
+    signal: Option<i32>,
+    on: Option<Vec<i32>>,
+    stop_delay: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Reap {
+    grace: u64,
+    /// (exit code, run time ms)
+    cleanup: Option<(i32, u64)>,
+    shell: bool,
+    cleanup_timeout: Option<u64>,
+    exec_cleanup: bool,
+    keep_orphans: bool,
+    stop_all: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Tool {
+    Pgwrap(Pgwrap),
+    Graceful(Graceful),
+    Reap(Reap),
+}
+
+impl Tool {
+    fn name(&self) -> &'static str {
+        match self {
+            Tool::Pgwrap(_) => "pgwrap",
+            Tool::Graceful(_) => "graceful",
+            Tool::Reap(_) => "reap",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Group,
+    Setsid,
+    Daemon,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Term {
+    Default,
+    Ignore,
+    Catch(u64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum End {
+    Exit(i32),
+    Signal(i32),
+    Stop,
+}
+
+#[derive(Clone, Debug)]
+struct Node {
+    parent: Option<usize>,
+    kind: Kind,
+    name: Option<Vec<u8>>,
+    term: Term,
+    end: End,
+    life: u64,
+    burst: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Target {
+    Tool,
+    Group,
+    Cmd,
+    Node(usize),
+    Layer(usize),
+    Back(usize),
+    Cleanup,
+}
+
+#[derive(Clone, Debug)]
+struct Event {
+    at: u64,
+    target: Target,
+    sig: i32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    Plain,
+    /// The tools see an empty tmpfs over /proc.
+    NoProc,
+    /// The outer tool is PID 1 of a PID namespace.
+    Pid1,
+    /// The supervisor is PID 1 of a PID namespace and recycles freed pids.
+    Decoys,
+}
+
+#[derive(Clone, Debug)]
+struct Scenario {
+    seed: u64,
+    layers: Vec<Tool>,
+    nodes: Vec<Node>,
+    events: Vec<Event>,
+    ign: Vec<i32>,
+    blk: Vec<i32>,
+    pend: Vec<i32>,
+    nofile: Option<u64>,
+    nproc: Option<u64>,
+    mode: Mode,
+    decoys: Vec<usize>,
+}
+
+/// What this machine can run.
+#[derive(Clone, Copy)]
+struct Caps {
+    root: bool,
+    unshare: bool,
+}
+
+fn pick<T: Copy>(r: &mut Rng, items: &[T]) -> T {
+    items[r.below(items.len())]
+}
+
+fn chance(r: &mut Rng, percent: usize) -> bool {
+    r.below(100) < percent
+}
+
+fn ms(r: &mut Rng, lo: u64, hi: u64) -> u64 {
+    lo + r.next() % (hi - lo + 1)
+}
+
+fn random_name(r: &mut Rng) -> Vec<u8> {
+    let len = if chance(r, 30) { 15 } else { 1 + r.below(15) };
+    (0..len)
+        .map(|_| match r.below(6) {
+            0 => pick(r, b")( \n)"),
+            1 | 2 => 0x80 + r.below(0x80) as u8,
+            _ => pick(r, b"abcxyz0189-_.:;"),
+        })
+        .collect()
+}
+
+/// Is node `n` in the root's process group (no setsid on its way up)?
+fn in_root_group(nodes: &[Node], mut n: usize) -> bool {
+    while let Some(p) = nodes[n].parent {
+        if nodes[n].kind != Kind::Group {
+            return false;
+        }
+        n = p;
+    }
+    true
+}
+
+fn generate(seed: u64, caps: Caps) -> Scenario {
+    let mut r = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xc4a0_5c4a);
+    for _ in 0..4 {
+        r.next();
+    }
+    let ns = caps.root && caps.unshare;
+    let mode = match r.below(100) {
+        n if n < 12 && ns => Mode::Decoys,
+        n if n < 22 && ns => Mode::NoProc,
+        n if n < 32 && ns => Mode::Pid1,
+        _ => Mode::Plain,
+    };
+
+    // The chain, outer first; at most one reap.
+    let n_layers = 1 + r.below(3);
+    let mut layers = Vec::new();
+    for _ in 0..n_layers {
+        let has_reap = layers.iter().any(|t| matches!(t, Tool::Reap(_)));
+        let kind = if has_reap { r.below(2) } else { r.below(3) };
+        layers.push(match kind {
+            0 => Tool::Pgwrap(Pgwrap {
+                forward: chance(&mut r, 20).then(|| {
+                    let mut f: Vec<i32> = FORWARD_DEFAULT
+                        .iter()
+                        .copied()
+                        .filter(|_| chance(&mut r, 60))
+                        .collect();
+                    if f.is_empty() {
+                        f.push(TERM);
+                    }
+                    f
+                }),
+                ignore: if chance(&mut r, 15) {
+                    vec![pick(&mut r, &[HUP, USR1, INT])]
+                } else {
+                    vec![]
+                },
+                map: chance(&mut r, 15).then(|| pick(&mut r, &[(USR2, TERM), (ALRM, USR1)])),
+                to_child: chance(&mut r, 20),
+                setsid: chance(&mut r, 20),
+            }),
+            1 => Tool::Graceful(Graceful {
+                grace: pick(&mut r, &[0, 100, 200, 300, 500, 700]),
+                timeout: chance(&mut r, 35).then(|| ms(&mut r, 100, 800)),
+                preserve: chance(&mut r, 25),
+                signal: chance(&mut r, 20).then(|| pick(&mut r, &[TERM, INT, HUP])),
+                on: chance(&mut r, 15).then(|| {
+                    let mut on = vec![TERM];
+                    if chance(&mut r, 50) {
+                        on.push(INT);
+                    }
+                    if chance(&mut r, 30) {
+                        on.push(USR1);
+                    }
+                    on
+                }),
+                stop_delay: if chance(&mut r, 5) {
+                    ms(&mut r, 50, 300)
+                } else {
+                    0
+                },
+            }),
+            _ => {
+                let cleanup = chance(&mut r, 75).then(|| {
+                    (
+                        pick(&mut r, &[0, 0, 0, 4, 9]),
+                        pick(&mut r, &[0, 50, 300, 400]),
+                    )
+                });
+                let exec_cleanup = cleanup.is_some() && chance(&mut r, 15);
+                Tool::Reap(Reap {
+                    grace: pick(&mut r, &[100, 300, 500, 700]),
+                    cleanup,
+                    shell: chance(&mut r, 85),
+                    cleanup_timeout: (cleanup.is_some() && !exec_cleanup && chance(&mut r, 20))
+                        .then(|| pick(&mut r, &[200, 1000])),
+                    exec_cleanup,
+                    keep_orphans: chance(&mut r, 10),
+                    stop_all: chance(&mut r, 5),
+                })
+            }
+        });
+    }
+    let innermost_reap = matches!(layers.last(), Some(Tool::Reap(r)) if !r.keep_orphans);
+    let stops_ok = innermost_reap && mode != Mode::NoProc;
+
+    // The tree.
+    let n_nodes = 1 + r.below(6);
+    let mut nodes: Vec<Node> = Vec::new();
+    for i in 0..n_nodes {
+        let root = i == 0;
+        let parent = if root {
+            None
+        } else if chance(&mut r, 30) {
+            Some(i - 1) // deep chains
+        } else {
+            Some(r.below(i))
+        };
+        let kind = if root {
+            Kind::Group
+        } else {
+            pick(
+                &mut r,
+                &[Kind::Group, Kind::Group, Kind::Setsid, Kind::Daemon],
+            )
+        };
+        let term = match r.below(100) {
+            n if n < 40 => Term::Default,
+            n if n < 65 => Term::Ignore,
+            _ => Term::Catch(ms(&mut r, 30, 400)),
+        };
+        let end = match r.below(100) {
+            n if n < 55 => End::Exit(pick(&mut r, &[0, 0, 0, 1, 2, 3, 7, 42])),
+            n if n < 90 || !stops_ok || root => End::Signal(pick(
+                &mut r,
+                &[TERM, INT, HUP, USR1, KILL, ALRM, 32, 33, RTMAX, 36, 11],
+            )),
+            _ => End::Stop,
+        };
+        let life = if root && mode == Mode::Pid1 {
+            ms(&mut r, 600, 900) // outlives its orphans, so PID 1 must reap them
+        } else if root {
+            ms(&mut r, 100, 700)
+        } else if mode == Mode::Pid1 && kind == Kind::Daemon {
+            ms(&mut r, 50, 300) // an orphan that exits while PID 1 runs
+        } else {
+            ms(&mut r, 50, 900)
+        };
+        nodes.push(Node {
+            parent,
+            kind,
+            name: chance(&mut r, 55).then(|| random_name(&mut r)),
+            term,
+            end,
+            life,
+            burst: if chance(&mut r, 20) {
+                1 + r.below(16) as u32
+            } else {
+                0
+            },
+        });
+    }
+
+    // Inherited state.
+    let mut ign = Vec::new();
+    for (sig, p) in [
+        (CHLD, 6),
+        (PIPE, 10),
+        (HUP, 8),
+        (INT, 6),
+        (TERM, 6),
+        (ALRM, 6),
+        (USR1, 6),
+        (34 + r.below(31) as i32, 8),
+    ] {
+        if chance(&mut r, p) && !ign.contains(&sig) {
+            ign.push(sig);
+        }
+    }
+    let mut blk = Vec::new();
+    for sig in [HUP, INT, TERM, USR1, USR2, ALRM, CHLD, 40] {
+        if chance(&mut r, 7) {
+            blk.push(sig);
+        }
+    }
+    let mut pend = Vec::new();
+    if chance(&mut r, 10) {
+        let sig = pick(&mut r, &[TERM, INT, HUP, USR1, ALRM, WINCH]);
+        if !ign.contains(&sig) {
+            pend.push(sig);
+        }
+    }
+    if matches!(mode, Mode::NoProc | Mode::Pid1) {
+        // unshare and sh run between the supervisor and the tool there, and
+        // would change what the tool inherits.
+        ign.clear();
+        blk.clear();
+        pend.clear();
+    }
+    let nofile = chance(&mut r, 6).then(|| pick(&mut r, &[6, 8, 10, 16]));
+    let nproc = (caps.root && mode == Mode::Plain && chance(&mut r, 6))
+        .then(|| pick(&mut r, &[3, 6, 10, 30]));
+
+    // Events.
+    let has_reap = layers.iter().position(|t| matches!(t, Tool::Reap(_)));
+    let has_cleanup = layers
+        .iter()
+        .any(|t| matches!(t, Tool::Reap(r) if r.cleanup.is_some_and(|c| c.1 >= 300)));
+    let mut events = Vec::new();
+    for _ in 0..r.below(4) {
+        let at = ms(&mut r, 20, 700);
+        let tool_sig = pick(
+            &mut r,
+            &[
+                TERM, TERM, INT, HUP, USR1, USR2, WINCH, ALRM, 32, 33, RTMAX, 36, QUIT,
+            ],
+        );
+        let ev = match r.below(100) {
+            _ if mode == Mode::Pid1 => Event {
+                at,
+                target: Target::Tool,
+                sig: tool_sig,
+            },
+            n if n < 35 => Event {
+                at,
+                target: Target::Tool,
+                sig: tool_sig,
+            },
+            n if n < 45 => Event {
+                at,
+                target: Target::Group,
+                sig: pick(&mut r, &[TERM, INT, HUP, KILL]),
+            },
+            n if n < 60 => Event {
+                at,
+                target: Target::Cmd,
+                sig: pick(&mut r, &[TERM, KILL, USR1, 32, 33, RTMAX, WINCH]),
+            },
+            n if n < 70 && n_nodes > 1 => Event {
+                at,
+                target: Target::Node(1 + r.below(n_nodes - 1)),
+                sig: pick(&mut r, &[TERM, KILL, USR1, 32, libc::SIGCONT]),
+            },
+            n if n < 80 => Event {
+                at,
+                target: Target::Layer(r.below(layers.len())),
+                sig: KILL,
+            },
+            n if n < 90 && has_reap.is_some() => Event {
+                at,
+                target: Target::Back(has_reap.unwrap_or(0)),
+                sig: KILL,
+            },
+            _ if has_cleanup => Event {
+                at: ms(&mut r, 20, 150),
+                target: Target::Cleanup,
+                sig: KILL,
+            },
+            _ => Event {
+                at,
+                target: Target::Tool,
+                sig: tool_sig,
+            },
+        };
+        // One SIGKILL of the chain per scenario keeps the model small.
+        let chain_kill = |e: &Event| {
+            matches!(
+                e.target,
+                Target::Layer(_) | Target::Back(_) | Target::Cleanup
+            ) || (e.target == Target::Group && e.sig == KILL)
+        };
+        if chain_kill(&ev) && events.iter().any(chain_kill) {
+            continue;
+        }
+        events.push(ev);
+    }
+    let mut decoys = Vec::new();
+    if mode == Mode::Decoys {
+        if chance(&mut r, 60) {
+            decoys.push(0);
+        }
+        if n_nodes > 1 {
+            decoys.push(1 + r.below(n_nodes - 1));
+        }
+    }
+    Scenario {
+        seed,
+        layers,
+        nodes,
+        events,
+        ign,
+        blk,
+        pend,
+        nofile,
+        nproc,
+        mode,
+        decoys,
+    }
+}
+
+impl Scenario {
+    fn spec(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| {
+                format!(
+                    "{}.{}.{}.{}.{}.{}.{}",
+                    n.parent.map(|p| p.to_string()).unwrap_or("-".into()),
+                    match n.kind {
+                        Kind::Group => "g",
+                        Kind::Setsid => "s",
+                        Kind::Daemon => "d",
+                    },
+                    n.name
+                        .as_ref()
+                        .map(|b| b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+                        .unwrap_or("-".into()),
+                    match n.term {
+                        Term::Default => "d".into(),
+                        Term::Ignore => "i".into(),
+                        Term::Catch(d) => format!("c{d}"),
+                    },
+                    match n.end {
+                        End::Exit(c) => format!("x{c}"),
+                        End::Signal(s) => format!("k{s}"),
+                        End::Stop => "p".into(),
+                    },
+                    n.life,
+                    n.burst
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(";")
+    }
+
+    fn tool_argv(&self, log: &str) -> Vec<String> {
+        let chaosproc = bin("chaosproc").display().to_string();
+        let mut v: Vec<String> = Vec::new();
+        let dur = |ms: u64| format!("{ms}ms");
+        for tool in &self.layers {
+            v.push(bin(tool.name()).display().to_string());
+            match tool {
+                Tool::Pgwrap(o) => {
+                    if let Some(f) = &o.forward {
+                        v.extend(["--forward".into(), list(f)]);
+                    }
+                    if !o.ignore.is_empty() {
+                        v.push(format!("--ignore={}", list(&o.ignore)));
+                    }
+                    if let Some((a, b)) = o.map {
+                        v.extend(["--map".into(), format!("{}:{}", sig_name(a), sig_name(b))]);
+                    }
+                    if o.to_child {
+                        v.extend(["--to".into(), "child".into()]);
+                    }
+                    if o.setsid {
+                        v.push("--setsid".into());
+                    }
+                }
+                Tool::Graceful(o) => {
+                    v.push(format!("-g{}", dur(o.grace)));
+                    if let Some(t) = o.timeout {
+                        v.extend(["--timeout".into(), dur(t)]);
+                    }
+                    if o.preserve {
+                        v.push("--preserve-status".into());
+                    }
+                    if let Some(s) = o.signal {
+                        v.extend(["-s".into(), format!("SIG{}", sig_name(s))]);
+                    }
+                    if let Some(on) = &o.on {
+                        v.push(format!("--on={}", list(on)));
+                    }
+                    if o.stop_delay > 0 {
+                        v.extend(["--stop-delay".into(), dur(o.stop_delay)]);
+                    }
+                }
+                Tool::Reap(o) => {
+                    v.extend(["--grace".into(), dur(o.grace)]);
+                    if let Some((code, run)) = o.cleanup {
+                        if o.shell {
+                            v.push(format!(
+                                "--cleanup=exec '{chaosproc}' cleanup '{log}' {code} {run}"
+                            ));
+                        } else {
+                            v.extend([
+                                "--cleanup-exec".into(),
+                                chaosproc.clone(),
+                                "cleanup".into(),
+                                log.into(),
+                                code.to_string(),
+                                run.to_string(),
+                                ";".into(),
+                            ]);
+                        }
+                    }
+                    if let Some(t) = o.cleanup_timeout {
+                        v.extend(["--cleanup-timeout".into(), dur(t)]);
+                    }
+                    if o.exec_cleanup {
+                        v.push("--exec-cleanup".into());
+                    }
+                    if o.keep_orphans {
+                        v.push("--keep-orphans".into());
+                    }
+                    if o.stop_all {
+                        v.push("--stop-all".into());
+                    }
+                }
+            }
+            v.push("--".into());
+        }
+        v.extend([chaosproc, "node".into(), log.into(), self.spec()]);
+        match self.mode {
+            Mode::NoProc => {
+                let mut w: Vec<String> = [
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "--",
+                    "sh",
+                    "-c",
+                    "mount -t tmpfs none /proc && exec \"$@\"",
+                    "sh",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+                w.extend(v);
+                w
+            }
+            Mode::Pid1 => {
+                let mut w: Vec<String> =
+                    ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect();
+                w.extend(v);
+                w
+            }
+            _ => v,
+        }
+    }
+
+    /// The time bound: every lifetime, delay, grace and timeout of the
+    /// scenario added up, plus a margin.
+    fn bound_ms(&self) -> u64 {
+        let mut b = 2000;
+        b += self.nodes.iter().map(|n| n.life).max().unwrap_or(0);
+        b += self.events.iter().map(|e| e.at).max().unwrap_or(0);
+        b += self
+            .nodes
+            .iter()
+            .map(|n| match n.term {
+                Term::Catch(d) => d,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        for t in &self.layers {
+            b += match t {
+                Tool::Pgwrap(_) => 0,
+                Tool::Graceful(o) => o.grace + o.stop_delay + o.timeout.unwrap_or(0),
+                Tool::Reap(o) => {
+                    2 * o.grace
+                        + o.cleanup.map(|c| c.1).unwrap_or(0)
+                        + o.cleanup_timeout.unwrap_or(0)
+                        + if o.keep_orphans { 2000 } else { 0 }
+                }
+            };
+        }
+        if self.mode != Mode::Plain {
+            b += 500;
+        }
+        b
+    }
+
+    /// One line saying what the scenario is.
+    fn describe(&self) -> String {
+        let mut s = format!("mode={:?} chain=", self.mode);
+        for t in &self.layers {
+            let _ = write!(s, "{t:?} -- ");
+        }
+        let _ = write!(s, "tree={} events=[", self.spec());
+        for e in &self.events {
+            let _ = write!(s, "{}ms {:?} {}; ", e.at, e.target, sig_name(e.sig));
+        }
+        let _ = write!(
+            s,
+            "] ign=[{}] blk=[{}] pend=[{}] nofile={:?} nproc={:?} decoys={:?} bound={}ms",
+            list(&self.ign),
+            list(&self.blk),
+            list(&self.pend),
+            self.nofile,
+            self.nproc,
+            self.decoys,
+            self.bound_ms()
+        );
+        s
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model of the contract's rules
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Outcome {
+    Exit(i32),
+    Signal(i32),
+}
+
+impl Outcome {
+    fn shell(self) -> i32 {
+        match self {
+            Outcome::Exit(n) => n,
+            Outcome::Signal(s) => 128 + s,
+        }
+    }
+}
+
+/// One way the scenario may end, as the contract gives it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Expect {
+    status: Outcome,
+    /// REAP_STATUS and REAP_CAUSE the cleanup sees (reap's COMMAND is the tree's root).
+    reap_env: Option<(i32, &'static str)>,
+    /// Leftovers of the root's group are allowed (no graceful saw them out).
+    group_may_stay: bool,
+}
+
+/// Choices for orders the contract does not fix; [`expectations`] tries
+/// every sequence of them.
+struct Chooser {
+    script: Vec<bool>,
+    pos: usize,
+}
+
+impl Chooser {
+    fn either(&mut self) -> bool {
+        if self.pos == self.script.len() {
+            self.script.push(false);
+        }
+        self.pos += 1;
+        self.script[self.pos - 1]
+    }
+
+    /// Does something at `a` happen before something at `b`?
+    fn before(&mut self, a: u64, b: u64) -> bool {
+        if a + TOL < b {
+            true
+        } else if b + TOL < a {
+            false
+        } else {
+            self.either()
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    External(usize),
+    RootEnd,
+    CatchExit,
+    Deadline(usize),
+    Timeout(usize),
+    StopDelayEnd(usize),
+    Finish(usize),
+}
+
+#[derive(Clone, Default)]
+struct Layer {
+    /// The process has ended (finished or killed).
+    gone: bool,
+    killed: bool,
+    child_done: Option<(u64, Outcome)>,
+    triggered: bool,
+    stop_sent: bool,
+    stop_sig: i32,
+    deadline: bool,
+    timed_out: bool,
+    cancelled: bool,
+    lost: bool,
+    back_killed: bool,
+    /// The grace this layer gives (graceful: capped by an outer grace).
+    grace: u64,
+}
+
+struct Sim<'a> {
+    sc: &'a Scenario,
+    ch: &'a mut Chooser,
+    layers: Vec<Layer>,
+    root_alive: bool,
+    root_catching: bool,
+    queue: Vec<(u64, u64, Ev)>,
+    final_status: Option<Outcome>,
+    reap_env: Option<(i32, &'static str)>,
+}
+
+impl Sim<'_> {
+    fn k(&self) -> usize {
+        self.sc.layers.len()
+    }
+
+    fn push(&mut self, lo: u64, hi: u64, ev: Ev) {
+        self.queue.push((lo, hi, ev));
+    }
+
+    /// Signal `s` reaches layer `i` (the root when `i == k`) at `t`.
+    fn deliver(&mut self, i: usize, s: i32, t: u64) {
+        let k = self.k();
+        if i == k {
+            return self.root_signal(s, t);
+        }
+        let ign = self.sc.ign.contains(&s);
+        let (gone, done) = (self.layers[i].gone, self.layers[i].child_done.is_some());
+        if !gone && done && STOPS.contains(&s) && !ign {
+            // A stop request while reap sweeps the leftovers: the contract
+            // does not say whether it still counts as a cancel.
+            if matches!(self.sc.layers[i], Tool::Reap(_)) && self.ch.either() {
+                self.layers[i].cancelled = true;
+            }
+        }
+        if gone || done {
+            return;
+        }
+        // A signal passed on at once (pending at exec) may reach an inner tool
+        // before it has set up its signal handling: it is then only COMMAND
+        // to the outer tool, and may die of it.
+        let masked = self.sc.blk.contains(&s) || self.sc.pend.contains(&s);
+        if i > 0 && t == 0 && terminates(s) && !ign && !masked && self.ch.either() {
+            self.root_alive = false;
+            for l in &mut self.layers[i..] {
+                l.gone = true;
+            }
+            return self.layer_ended(i, t, Outcome::Signal(s));
+        }
+        match &self.sc.layers[i] {
+            Tool::Pgwrap(o) => {
+                let named = o.forward.as_ref().is_some_and(|f| f.contains(&s))
+                    || o.map.is_some_and(|m| m.0 == s);
+                if ign && !named {
+                    return;
+                }
+                if let Some((from, to)) = o.map {
+                    if from == s {
+                        return self.deliver(i + 1, to, t);
+                    }
+                }
+                let fwd = o.forward.clone().unwrap_or(FORWARD_DEFAULT.to_vec());
+                if fwd.contains(&s) && !o.ignore.contains(&s) {
+                    self.deliver(i + 1, s, t);
+                }
+            }
+            Tool::Graceful(o) => {
+                let on = o.on.clone().unwrap_or(STOPS.to_vec());
+                let named = o.on.as_ref().is_some_and(|f| f.contains(&s));
+                if ign && !named {
+                    return;
+                }
+                if on.contains(&s) {
+                    self.trigger(i, o.signal.unwrap_or(s), t);
+                } else if GRACEFUL_FORWARD.contains(&s) {
+                    self.deliver(i + 1, s, t);
+                }
+            }
+            Tool::Reap(o) => {
+                if ign {
+                    return;
+                }
+                if FORWARD_DEFAULT.contains(&s) {
+                    self.deliver(i + 1, s, t);
+                    if STOPS.contains(&s) {
+                        self.layers[i].cancelled = true;
+                        if !self.layers[i].deadline {
+                            self.layers[i].deadline = true;
+                            let g = o.grace;
+                            self.push(t + g, t + g, Ev::Deadline(i));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn trigger(&mut self, i: usize, stop: i32, t: u64) {
+        let Tool::Graceful(o) = &self.sc.layers[i] else {
+            return;
+        };
+        let delay = o.stop_delay;
+        let l = &mut self.layers[i];
+        if l.stop_sent {
+            let s = l.stop_sig;
+            return self.deliver(i + 1, s, t);
+        }
+        if l.triggered || delay == 0 {
+            // A second trigger ends the stop delay at once.
+            l.triggered = true;
+            l.stop_sig = stop;
+            return self.send_stop(i, t);
+        }
+        l.triggered = true;
+        l.stop_sig = stop;
+        self.push(t + delay, t + delay, Ev::StopDelayEnd(i));
+    }
+
+    fn send_stop(&mut self, i: usize, t: u64) {
+        let l = &mut self.layers[i];
+        if l.stop_sent {
+            return;
+        }
+        l.stop_sent = true;
+        l.deadline = true;
+        let (s, g) = (l.stop_sig, l.grace);
+        self.push(t + g, t + g, Ev::Deadline(i));
+        self.deliver(i + 1, s, t);
+    }
+
+    fn root_signal(&mut self, s: i32, t: u64) {
+        if !self.root_alive {
+            return;
+        }
+        let root = &self.sc.nodes[0];
+        if s == KILL {
+            return self.root_end(t, Outcome::Signal(KILL));
+        }
+        if STOPS.contains(&s) {
+            match root.term {
+                Term::Default => self.root_end(t, Outcome::Signal(s)),
+                Term::Ignore => {}
+                Term::Catch(d) => {
+                    if !self.root_catching {
+                        self.root_catching = true;
+                        self.push(t + d, t + d, Ev::CatchExit);
+                    }
+                }
+            }
+            return;
+        }
+        if self.sc.ign.contains(&s) || s == PIPE {
+            return;
+        }
+        if terminates(s) {
+            self.root_end(t, Outcome::Signal(s));
+        }
+    }
+
+    fn root_end(&mut self, t: u64, o: Outcome) {
+        if !self.root_alive {
+            return;
+        }
+        self.root_alive = false;
+        let k = self.k();
+        self.child_ended(k - 1, t, o);
+    }
+
+    /// Layer `i`'s child ended at `t` with `o`.
+    fn child_ended(&mut self, i: usize, t: u64, o: Outcome) {
+        if self.layers[i].gone || self.layers[i].child_done.is_some() {
+            return;
+        }
+        self.layers[i].child_done = Some((t, o));
+        let k = self.k();
+        let innermost = i == k - 1;
+        // How long the layer may take to finish after its child.
+        let hi = match &self.sc.layers[i] {
+            Tool::Pgwrap(_) => 0,
+            Tool::Graceful(o) => {
+                if innermost {
+                    self.group_linger(t) + o.grace
+                } else {
+                    0
+                }
+            }
+            Tool::Reap(o) => {
+                let lingers = if o.keep_orphans { 2000 } else { o.grace };
+                lingers + o.cleanup.map(|c| c.1).unwrap_or(0) + o.cleanup_timeout.unwrap_or(0)
+            }
+        };
+        self.push(t, t + hi, Ev::Finish(i));
+    }
+
+    /// Upper bound on how long members of the root's group outlive `t`.
+    fn group_linger(&self, t: u64) -> u64 {
+        let nodes = &self.sc.nodes;
+        (1..nodes.len())
+            .filter(|&n| in_root_group(nodes, n))
+            .map(|n| nodes[n].life.saturating_sub(t))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// SIGKILL of layer `i`'s process (its front), or of the root.
+    fn kill(&mut self, i: usize, t: u64) {
+        let k = self.k();
+        if i == k {
+            return self.root_end(t, Outcome::Signal(KILL));
+        }
+        let l = &mut self.layers[i];
+        if l.gone {
+            return;
+        }
+        let running = l.child_done.is_none();
+        let finishing = l.child_done;
+        l.gone = true;
+        l.killed = true;
+        if let (Some((_, child)), Tool::Reap(_)) = (finishing, &self.sc.layers[i]) {
+            // Killed while sweeping or cleaning up: the cleanup saw the cause
+            // as it was when it started, before or after this.
+            if i == k - 1 {
+                let lost = self.ch.either();
+                let cause = self.reap_cause(i, child, lost);
+                self.reap_env = Some((child.shell(), cause));
+            }
+        }
+        if running {
+            let reap = matches!(self.sc.layers[i], Tool::Reap(_));
+            if reap {
+                self.layers[i].lost = true;
+            }
+            // pdeathsig (pgwrap, graceful) or reap's guarantee: the rest dies now.
+            self.kill(i + 1, t);
+            if reap && i == k - 1 {
+                let cause = if self.layers[i].cancelled {
+                    "cancel"
+                } else {
+                    "lost"
+                };
+                self.reap_env = Some((128 + KILL, cause));
+            }
+        }
+        self.layer_ended(i, t, Outcome::Signal(KILL));
+    }
+
+    fn layer_ended(&mut self, i: usize, t: u64, o: Outcome) {
+        self.layers[i].gone = true;
+        if i == 0 {
+            let o = match o {
+                Outcome::Signal(s) if self.sc.mode == Mode::Pid1 => Outcome::Exit(128 + s),
+                o => o,
+            };
+            self.final_status = Some(o);
+        } else {
+            self.child_ended(i - 1, t, o);
+        }
+    }
+
+    fn finish(&mut self, i: usize, t: u64) {
+        if self.layers[i].gone {
+            return;
+        }
+        let (_, child) = self.layers[i].child_done.expect("finish after the child");
+        let k = self.k();
+        let l = self.layers[i].clone();
+        let o = match &self.sc.layers[i] {
+            Tool::Pgwrap(_) => child,
+            Tool::Graceful(o) => {
+                if l.timed_out && !o.preserve {
+                    Outcome::Exit(124)
+                } else {
+                    child
+                }
+            }
+            Tool::Reap(o) => {
+                if i == k - 1 {
+                    let cause = self.reap_cause(i, child, false);
+                    self.reap_env = Some((child.shell(), cause));
+                }
+                let cleanup = self.cleanup_outcome(o);
+                if l.back_killed {
+                    Outcome::Exit(125)
+                } else if o.exec_cleanup {
+                    cleanup.unwrap_or(child)
+                } else {
+                    match cleanup {
+                        Some(c) if child == Outcome::Exit(0) && c != Outcome::Exit(0) => c,
+                        _ => child,
+                    }
+                }
+            }
+        };
+        self.layer_ended(i, t, o);
+    }
+
+    /// REAP_CAUSE as the contract orders the causes.
+    fn reap_cause(&self, i: usize, child: Outcome, lost: bool) -> &'static str {
+        let l = &self.layers[i];
+        if l.cancelled {
+            "cancel"
+        } else if lost || l.lost || l.back_killed {
+            "lost"
+        } else if matches!(child, Outcome::Signal(_)) {
+            "signal"
+        } else {
+            "exit"
+        }
+    }
+
+    /// The cleanup's own status.
+    fn cleanup_outcome(&mut self, o: &Reap) -> Option<Outcome> {
+        let (code, run) = o.cleanup?;
+        let killed = self
+            .sc
+            .events
+            .iter()
+            .find(|e| e.target == Target::Cleanup)
+            .map(|e| e.at);
+        let timeout = o.cleanup_timeout;
+        let killed_first = match (killed, timeout) {
+            (Some(at), Some(to)) => self.ch.before(at, to),
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if let Some(at) = killed.filter(|_| killed_first) {
+            if self.ch.before(at, run) {
+                // "The cleanup's status": as a shell reports it, or the death itself.
+                return Some(if self.ch.either() {
+                    Outcome::Exit(128 + KILL)
+                } else {
+                    Outcome::Signal(KILL)
+                });
+            }
+        }
+        if let Some(to) = timeout {
+            if self.ch.before(to, run) {
+                return Some(Outcome::Exit(124));
+            }
+        }
+        Some(Outcome::Exit(code))
+    }
+
+    fn step(&mut self, ev: Ev, t: u64) {
+        let k = self.k();
+        match ev {
+            Ev::External(n) => {
+                let e = self.sc.events[n].clone();
+                match e.target {
+                    Target::Tool | Target::Group if e.sig == KILL => self.kill(0, t),
+                    Target::Tool | Target::Group => self.deliver(0, e.sig, t),
+                    Target::Cmd => self.root_signal(e.sig, t),
+                    Target::Layer(i) => self.kill(i, t),
+                    Target::Back(i) => {
+                        let l = &mut self.layers[i];
+                        if !l.gone && l.child_done.is_none() {
+                            l.back_killed = true;
+                            self.kill(i + 1, t);
+                        }
+                    }
+                    Target::Node(_) | Target::Cleanup => {}
+                }
+            }
+            Ev::RootEnd => {
+                let o = match self.sc.nodes[0].end {
+                    End::Exit(c) => Outcome::Exit(c),
+                    End::Signal(s) => Outcome::Signal(s),
+                    End::Stop => Outcome::Exit(0),
+                };
+                if !self.root_catching {
+                    self.root_end(t, o);
+                }
+            }
+            Ev::CatchExit => self.root_end(t, Outcome::Exit(3)),
+            Ev::Deadline(i) => {
+                if !self.layers[i].gone && self.layers[i].child_done.is_none() {
+                    self.kill(i + 1, t);
+                }
+            }
+            Ev::StopDelayEnd(i) => {
+                if !self.layers[i].gone && self.layers[i].child_done.is_none() {
+                    self.send_stop(i, t);
+                }
+            }
+            Ev::Timeout(i) => {
+                let l = &self.layers[i];
+                if l.gone {
+                    return;
+                }
+                if l.child_done.is_some() || l.triggered {
+                    // The timer may or may not still count once COMMAND is
+                    // gone or a signal started the stop.
+                    if self.ch.either() {
+                        self.layers[i].timed_out = true;
+                    }
+                    return;
+                }
+                self.layers[i].timed_out = true;
+                let stop = match &self.sc.layers[i] {
+                    Tool::Graceful(o) => o.signal.unwrap_or(TERM),
+                    _ => TERM,
+                };
+                self.trigger(i, stop, t);
+            }
+            Ev::Finish(i) => self.finish(i, t),
+        }
+        let _ = k;
+    }
+
+    fn run(&mut self) {
+        // Effective graces: an inner graceful is capped by the nearest outer
+        // graceful's or reap's grace, less 500 ms.
+        let mut outer: Option<u64> = None;
+        for (i, t) in self.sc.layers.iter().enumerate() {
+            match t {
+                Tool::Graceful(o) => {
+                    let g = match outer {
+                        Some(out) => o.grace.min(out.saturating_sub(500)),
+                        None => o.grace,
+                    };
+                    self.layers[i].grace = g;
+                    outer = Some(g);
+                }
+                Tool::Reap(o) => {
+                    self.layers[i].grace = o.grace;
+                    outer = Some(o.grace);
+                }
+                Tool::Pgwrap(_) => {}
+            }
+        }
+        let root_life = self.sc.nodes[0].life;
+        self.push(root_life, root_life, Ev::RootEnd);
+        for (n, e) in self.sc.events.iter().enumerate() {
+            self.queue.push((e.at, e.at, Ev::External(n)));
+        }
+        for (i, t) in self.sc.layers.iter().enumerate() {
+            if let Tool::Graceful(Graceful {
+                timeout: Some(to), ..
+            }) = t
+            {
+                self.queue.push((*to, *to, Ev::Timeout(i)));
+            }
+        }
+        for &s in &self.sc.pend.clone() {
+            self.deliver(0, s, 0);
+        }
+        let mut steps = 0;
+        while self.final_status.is_none() && !self.queue.is_empty() && steps < 200 {
+            steps += 1;
+            // The earliest event; one that may come first is chosen among
+            // those close to it.
+            let first = (0..self.queue.len())
+                .min_by_key(|&n| self.queue[n].0)
+                .unwrap_or(0);
+            let mut pick = first;
+            for n in 0..self.queue.len() {
+                if n == first {
+                    continue;
+                }
+                let (lo, _, _) = self.queue[n];
+                let (_, hi_first, _) = self.queue[first];
+                if lo <= hi_first + TOL && lo >= self.queue[first].0 && self.ch.either() {
+                    pick = n;
+                    break;
+                }
+            }
+            let (lo, _, ev) = self.queue.remove(pick);
+            self.step(ev, lo);
+        }
+    }
+}
+
+/// Every way the scenario may end under the contract.
+fn expectations(sc: &Scenario) -> BTreeSet<Expect> {
+    let mut out = BTreeSet::new();
+    let mut script: Vec<bool> = Vec::new();
+    for _ in 0..4096 {
+        let mut ch = Chooser {
+            script: script.clone(),
+            pos: 0,
+        };
+        let mut sim = Sim {
+            sc,
+            ch: &mut ch,
+            layers: vec![Layer::default(); sc.layers.len()],
+            root_alive: true,
+            root_catching: false,
+            queue: Vec::new(),
+            final_status: None,
+            reap_env: None,
+        };
+        sim.run();
+        let k = sc.layers.len();
+        let inner_graceful_done = matches!(sc.layers[k - 1], Tool::Graceful(_))
+            && !sim.layers[k - 1].killed
+            && (sc.mode != Mode::NoProc || sim.layers[k - 1].stop_sent);
+        if let Some(status) = sim.final_status {
+            out.insert(Expect {
+                status,
+                reap_env: sim.reap_env,
+                group_may_stay: !inner_graceful_done,
+            });
+        }
+        // Next choice sequence: the last `false` becomes `true`.
+        script = ch.script[..ch.pos].to_vec();
+        while script.last() == Some(&true) {
+            script.pop();
+        }
+        match script.last_mut() {
+            Some(last) => *last = true,
+            None => break,
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a scenario
+
+/// What the supervisor reported.
+#[derive(Default, Debug)]
+struct Report {
+    lines: Vec<String>,
+    log: Vec<String>,
+    stderr: String,
+    status: Option<i32>,
+    wall_ms: u64,
+    /// Marked processes found after the supervisor ended.
+    stragglers: Vec<String>,
+}
+
+impl Report {
+    fn value(&self, key: &str) -> Option<&str> {
+        self.lines
+            .iter()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+    }
+
+    fn num(&self, key: &str) -> u64 {
+        self.value(key).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+}
+
+fn marked(needle: &[u8]) -> Vec<i32> {
+    procfs::all_pids()
+        .into_iter()
+        .filter(|&p| {
+            std::fs::read(format!("/proc/{p}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == needle))
+        })
+        .collect()
+}
+
+fn run_scenario(sc: &Scenario, marker: &str) -> Report {
+    let dir = temp_dir(&format!("chaos-{}", sc.seed));
+    let log = dir.join("log").display().to_string();
+    std::fs::write(&log, "").expect("create the log");
+    if sc.nproc.is_some() {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777));
+        let _ = std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666));
+    }
+    let out = dir.join("out").display().to_string();
+    let stderr = dir.join("stderr").display().to_string();
+    let mut plan = String::new();
+    let _ = writeln!(plan, "marker {marker}");
+    let _ = writeln!(plan, "log {log}");
+    let _ = writeln!(plan, "out {out}");
+    let _ = writeln!(plan, "stderr {stderr}");
+    let _ = writeln!(plan, "bound_ms {}", sc.bound_ms());
+    let mode = match sc.mode {
+        Mode::Plain => "plain",
+        Mode::NoProc => "noproc",
+        Mode::Pid1 => "pid1",
+        Mode::Decoys => "ns",
+    };
+    let _ = writeln!(plan, "mode {mode}");
+    let nums = |v: &[i32]| {
+        v.iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let _ = writeln!(plan, "ign {}", nums(&sc.ign));
+    let _ = writeln!(plan, "blk {}", nums(&sc.blk));
+    let _ = writeln!(plan, "pend {}", nums(&sc.pend));
+    if let Some(n) = sc.nofile {
+        let _ = writeln!(plan, "nofile {n}");
+    }
+    if let Some(n) = sc.nproc {
+        let _ = writeln!(plan, "nproc {n}");
+        let _ = writeln!(plan, "uid {}", 61_000 + sc.seed % 1000);
+    }
+    for a in sc.tool_argv(&log) {
+        let _ = writeln!(plan, "argv {a}");
+    }
+    let names: Vec<&str> = sc.layers.iter().map(Tool::name).collect();
+    let _ = writeln!(plan, "layers {}", names.join(","));
+    let _ = writeln!(plan, "nodes {}", sc.nodes.len());
+    for e in &sc.events {
+        let target = match &e.target {
+            Target::Tool => "tool".to_string(),
+            Target::Group => "group".into(),
+            Target::Cmd => "cmd".into(),
+            Target::Node(n) => format!("node:{n}"),
+            Target::Layer(i) => format!("layer:{i}"),
+            Target::Back(i) => format!("back:{i}"),
+            Target::Cleanup => "cleanup".into(),
+        };
+        let _ = writeln!(plan, "event {} {target} {}", e.at, e.sig);
+    }
+    for d in &sc.decoys {
+        let _ = writeln!(plan, "decoy {d}");
+    }
+    let plan_path = dir.join("plan");
+    std::fs::write(&plan_path, plan).expect("write the plan");
+
+    let chaosproc = bin("chaosproc");
+    let mut cmd = if sc.mode == Mode::Decoys {
+        let mut c = std::process::Command::new("unshare");
+        c.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .arg(&chaosproc);
+        c
+    } else {
+        std::process::Command::new(&chaosproc)
+    };
+    cmd.arg("sup")
+        .arg(&plan_path)
+        .env_remove("CHAOS_RUN")
+        .env_remove("GRACEFUL_GRACE_MS")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .process_group(0);
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("start chaosproc sup");
+    let limit = Duration::from_millis(sc.bound_ms()) + Duration::from_secs(15);
+    let mut report = Report::default();
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            report.status = st.code().or(st.signal().map(|s| 128 + s));
+            break;
+        }
+        if started.elapsed() > limit {
+            report
+                .stragglers
+                .push("the scenario supervisor itself hung; killed".into());
+            // SAFETY: the group of our own unreaped child.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    report.wall_ms = started.elapsed().as_millis() as u64;
+    // The safety net: anything marked still running is killed by PID.
+    let needle = format!("CHAOS_RUN={marker}").into_bytes();
+    for _ in 0..3 {
+        let left = marked(&needle);
+        if left.is_empty() {
+            break;
+        }
+        for pid in left {
+            let what = format!(
+                "pid {pid} ({}) outlived the scenario's supervisor",
+                procfs::cmdline(pid).unwrap_or_default().join(" ")
+            );
+            if !report.stragglers.contains(&what) {
+                report.stragglers.push(what);
+            }
+            // SAFETY: a process found by this scenario's marker just now.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    report.lines = std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    report.log = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    report.stderr = std::fs::read_to_string(&stderr).unwrap_or_default();
+    report
+}
+
+// ---------------------------------------------------------------------------------------------
+// Judging
+
+struct Violation {
+    kind: &'static str,
+    detail: String,
+}
+
+fn decode_status(raw: i32) -> Outcome {
+    if libc::WIFSIGNALED(raw) {
+        Outcome::Signal(libc::WTERMSIG(raw))
+    } else {
+        Outcome::Exit(libc::WEXITSTATUS(raw))
+    }
+}
+
+fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
+    let mut v = Vec::new();
+    let mut add = |kind: &'static str, detail: String| v.push(Violation { kind, detail });
+    let expects = expectations(sc);
+    let bound = sc.bound_ms();
+    let faulty = sc.nofile.is_some() || sc.nproc.is_some();
+    let ready = rep.value("ready").is_some_and(|r| r.starts_with('1'));
+
+    // An option of the contract the tool does not know: nothing else ran.
+    if let Some(at) = rep.stderr.find("invalid option '") {
+        let rest = &rep.stderr[at + "invalid option '".len()..];
+        let opt = rest.split('\'').next().unwrap_or("");
+        add(
+            "missing-option",
+            format!(
+                "{opt} (in the contract) is rejected: {}",
+                rep.stderr.lines().next().unwrap_or("")
+            ),
+        );
+        return v;
+    }
+    if rep.lines.is_empty() {
+        add(
+            "harness",
+            format!("no report from the supervisor (exit {:?})", rep.status),
+        );
+        return v;
+    }
+    if let Some(h) = rep.value("hang") {
+        if h != "0" {
+            let alive = rep
+                .lines
+                .iter()
+                .find(|l| l.starts_with("hang at="))
+                .cloned()
+                .unwrap_or_default();
+            add(
+                "hang",
+                format!("not ended within the bound of {bound} ms: {alive}"),
+            );
+        }
+    }
+    let cpu = rep.num("cpu_ms");
+    let wall = rep.num("wall_ms");
+    if rep.value("spin") == Some("1") || cpu > 600 + wall / 3 {
+        add(
+            "spin",
+            format!("the tools used {cpu} ms of CPU in {wall} ms"),
+        );
+    }
+
+    // Exit status.
+    let got = rep
+        .value("status")
+        .and_then(|s| s.parse().ok())
+        .map(decode_status);
+    let mut allowed: BTreeSet<Outcome> = expects.iter().map(|e| e.status).collect();
+    if faulty {
+        allowed.insert(Outcome::Exit(125));
+    }
+    let hung = rep.value("hang") != Some("0") || rep.value("spin") == Some("1");
+    if let Some(got) = got {
+        if !hung && !allowed.contains(&got) {
+            add(
+                "status",
+                format!("exit {got:?}, the contract gives one of {allowed:?}"),
+            );
+        }
+    }
+
+    // reap's cleanup: exactly once, with the contract's environment.
+    let reap_at = sc.layers.iter().position(|t| matches!(t, Tool::Reap(_)));
+    let cleanups: Vec<&String> = rep
+        .log
+        .iter()
+        .filter(|l| l.starts_with("cleanup "))
+        .collect();
+    if let Some(i) = reap_at {
+        let Tool::Reap(o) = &sc.layers[i] else {
+            unreachable!()
+        };
+        if o.cleanup.is_some() && !hung {
+            let n = cleanups.len();
+            if n != 1 && !(faulty && n == 0) && (ready || n > 1) {
+                add("cleanup", format!("the cleanup ran {n} times"));
+            }
+            if let Some(line) = cleanups.first() {
+                let field = |k: &str| {
+                    line.split_whitespace()
+                        .find_map(|t| t.strip_prefix(k)?.strip_prefix('='))
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let (status, cause) = (field("status"), field("cause"));
+                let envs: BTreeSet<(i32, &str)> =
+                    expects.iter().filter_map(|e| e.reap_env).collect();
+                let fits = envs.is_empty()
+                    || envs
+                        .iter()
+                        .any(|(s, c)| *c == cause && (s.to_string() == status || *c == "lost"));
+                if !fits && !faulty {
+                    add(
+                        "reap-env",
+                        format!(
+                            "cleanup saw REAP_STATUS={status} REAP_CAUSE={cause}, the contract \
+                             gives one of {envs:?}"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    // Leftovers.
+    let group_may_stay = expects.iter().any(|e| e.group_may_stay) || faulty;
+    for line in rep.lines.iter().filter(|l| l.starts_with("leftover ")) {
+        let node = line
+            .split_whitespace()
+            .find_map(|t| t.strip_prefix("node="))
+            .and_then(|n| n.parse::<usize>().ok());
+        let allowed = if reap_at.is_some() {
+            false
+        } else {
+            match node {
+                Some(0) => false,
+                Some(n) => !in_root_group(&sc.nodes, n) || group_may_stay,
+                None => {
+                    // Not a node: a tool process is never allowed to stay.
+                    !["pgwrap", "graceful", "reap"]
+                        .iter()
+                        .any(|t| line.contains(&format!("argv0={t} ")))
+                }
+            }
+        };
+        if !allowed {
+            add("leftover", line.clone());
+        }
+    }
+    for s in &rep.stragglers {
+        add("leftover", s.clone());
+    }
+    for line in rep.lines.iter().filter(|l| l.starts_with("zombie ")) {
+        add("zombie", line.clone());
+    }
+    for line in rep.log.iter().filter(|l| l.starts_with("decoygot ")) {
+        add(
+            "pid-reuse",
+            format!("a decoy on a freed pid got a signal: {line}"),
+        );
+    }
+    for line in rep
+        .lines
+        .iter()
+        .filter(|l| l.starts_with("decoy ") && l.contains("died"))
+    {
+        add(
+            "pid-reuse",
+            format!("a decoy on a freed pid was killed: {line}"),
+        );
+    }
+    if rep.lines.iter().any(|l| l == "unkillable") {
+        add(
+            "hang",
+            "processes of the scenario survived SIGKILL for 3 s".into(),
+        );
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// The test
+
+/// (seed, wall ms, violations, scenario) of one run.
+type RunResult = (u64, u64, Vec<Violation>, String);
+
+fn replay(seed: u64) -> String {
+    format!(
+        "PGWRAP_CHAOS_ONE={seed} cargo test --test integration chaos_bounded_run -- --nocapture"
+    )
+}
+
+fn env_u64(key: &str) -> Option<u64> {
+    std::env::var(key).ok()?.trim().parse().ok()
+}
+
+#[test]
+fn chaos_bounded_run() {
+    let root = skip::needs_root().is_none();
+    let unshare = skip::needs_program("unshare", "util-linux").is_none();
+    if !root {
+        skip::skip(
+            "chaos_bounded_run (namespaces, hidden /proc, PID 1, decoys, RLIMIT_NPROC)",
+            &skip::needs_root().unwrap_or_default(),
+        );
+    } else if !unshare {
+        skip::skip(
+            "chaos_bounded_run (namespaces, hidden /proc, PID 1, decoys)",
+            &skip::needs_program("unshare", "util-linux").unwrap_or_default(),
+        );
+    }
+    let caps = Caps { root, unshare };
+    let one = env_u64("PGWRAP_CHAOS_ONE");
+    let seeds: Vec<u64> = match one {
+        Some(seed) => vec![seed],
+        None => {
+            let start = env_u64("PGWRAP_CHAOS_SEED").unwrap_or(1);
+            let n = env_u64("PGWRAP_CHAOS_N").unwrap_or(200);
+            (start..start + n).collect()
+        }
+    };
+    let jobs = env_u64("PGWRAP_CHAOS_JOBS").unwrap_or(2).max(1) as usize;
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<RunResult>> = Mutex::new(Vec::new());
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&seed) = seeds.get(i) else {
+                    return;
+                };
+                let sc = generate(seed, caps);
+                let marker = format!("{}-{seed}-{i}", std::process::id());
+                let rep = run_scenario(&sc, &marker);
+                let violations = judge(&sc, &rep);
+                if one.is_some() {
+                    eprintln!("chaos: seed {seed}: {}", sc.describe());
+                    eprintln!("chaos: argv: {:?}", sc.tool_argv("LOG"));
+                    eprintln!("chaos: the contract gives: {:?}", expectations(&sc));
+                    for l in &rep.lines {
+                        eprintln!("chaos: sup: {l}");
+                    }
+                    for l in &rep.log {
+                        eprintln!("chaos: log: {l}");
+                    }
+                    for l in rep.stderr.lines() {
+                        eprintln!("chaos: stderr: {l}");
+                    }
+                }
+                results.lock().unwrap_or_else(|e| e.into_inner()).push((
+                    seed,
+                    rep.wall_ms,
+                    violations,
+                    sc.describe(),
+                ));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|r| r.0);
+    let mut by_kind: BTreeMap<&'static str, (usize, u64, String)> = BTreeMap::new();
+    let mut failing = 0;
+    let mut total = 0;
+    let mut msg = String::new();
+    for (seed, _, violations, describe) in &results {
+        if violations.is_empty() {
+            continue;
+        }
+        failing += 1;
+        total += violations.len();
+        let _ = writeln!(msg, "chaos: seed {seed}: {describe}");
+        for v in violations {
+            let _ = writeln!(msg, "chaos:   {}: {}", v.kind, v.detail);
+            let e = by_kind
+                .entry(v.kind)
+                .or_insert((0, *seed, v.detail.clone()));
+            e.0 += 1;
+        }
+        let _ = writeln!(msg, "chaos:   replay: {}", replay(*seed));
+    }
+    let slowest = results.iter().max_by_key(|r| r.1);
+    let _ = writeln!(
+        msg,
+        "chaos: scenarios={} violations={total} failing_seeds={failing} slowest_ms={} \
+         slowest_seed={} elapsed_ms={}",
+        results.len(),
+        slowest.map(|r| r.1).unwrap_or(0),
+        slowest.map(|r| r.0).unwrap_or(0),
+        started.elapsed().as_millis()
+    );
+    for (kind, (n, seed, detail)) in &by_kind {
+        let _ = writeln!(msg, "chaos: kind {kind}: {n} (e.g. seed {seed}: {detail})");
+    }
+    eprint!("{msg}");
+    assert!(
+        failing == 0,
+        "{failing} chaos scenario(s) broke the contract; see above"
+    );
+}
