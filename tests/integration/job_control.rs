@@ -258,7 +258,15 @@ pub fn shell_answers(tmux: &Tmux, shell_pid: i32, what: &str) {
             panic!("{what}: the shell (pid {shell_pid}) exited");
         }
         let screen = tmux.screen();
-        if screen.lines().any(|l| l.trim_end() == mark) {
+        // The line `m-N`, or `$ m-N` when the command was typed ahead (while
+        // the previous one ran) and the shell, without line editing (dash),
+        // does not echo it again after its prompt.
+        let answer = |l: &str| {
+            l.trim_end()
+                .strip_suffix(mark.as_str())
+                .is_some_and(|before| before.is_empty() || before.ends_with("$ "))
+        };
+        if screen.lines().any(answer) {
             return;
         }
         if Instant::now() > deadline {

@@ -341,7 +341,7 @@ fn jobs_says_running(tmux: &Tmux) {
     tmux.type_line("jobs");
     tmux.wait_for_joined("`jobs` lists the job as running", |s| {
         s.lines()
-            .any(|l| l.starts_with("[1]") && shell.says_running(l))
+            .any(|l| l.contains("[1]") && shell.says_running(l))
     });
 }
 
