@@ -72,6 +72,7 @@ pub fn check_tool(tool: &str) {
         "OPTIONS",
         "EXIT STATUS",
         "SIGNALS",
+        "TERMINAL",
         "EXAMPLES",
     ] {
         assert!(
@@ -79,6 +80,18 @@ pub fn check_tool(tool: &str) {
             "{tool}.1 has no {section} section"
         );
     }
+    // TERMINAL comes right after SIGNALS; its table is checked against the
+    // behaviour by terminal_matrix.rs.
+    let after_signals = &page[page.find(".SH SIGNALS").unwrap() + 4..];
+    assert!(
+        after_signals[after_signals.find("\n.SH ").unwrap()..].starts_with("\n.SH TERMINAL"),
+        "{tool}.1: TERMINAL does not follow SIGNALS"
+    );
+    // The table is a tbl(1) one: man runs tbl only when told on line one.
+    assert!(
+        page.starts_with("'\\\" t\n"),
+        "{tool}.1 does not start with the tbl preprocessor line"
+    );
 }
 
 #[test]

@@ -38,6 +38,8 @@ mod hostile;
 mod hostile_state;
 /// What COMMAND inherits: signal mask, ignored signals, file descriptors.
 mod inheritance;
+/// Job control in every terminal mode: the shell's job is the tool and COMMAND together.
+mod job_control;
 /// Load: 200 concurrent reap -- graceful -- pgwrap chains finish cleanly.
 mod load;
 /// The nohup rule: a signal the caller left ignored stays ignored unless an option names it.
@@ -72,6 +74,8 @@ mod storms;
 mod supervisors;
 /// Terminal hand-over and job control, through tmux.
 mod terminal;
+/// The terminal matrix: tool x mode x action in bash, dash and zsh, against the man pages' tables.
+mod terminal_matrix;
 /// Terminal cases across the tools: default hand-over or not, hints, Ctrl-C, Ctrl-Z/fg.
 mod tty_all;
 /// Not root: each tool as nobody.

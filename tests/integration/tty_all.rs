@@ -1,7 +1,8 @@
 //! The terminal cases not covered next to each tool (`terminal.rs` for
 //! pgwrap, `graceful_tty.rs`, `reap_terminal.rs`), through tmux: graceful's
 //! default leaves the terminal to graceful (a reader gets the one-line hint,
-//! Ctrl-Z stops graceful alone); `graceful --foreground` hands it over and
+//! Ctrl-Z stops graceful and COMMAND, `fg` continues both); `graceful
+//! --foreground` hands it over and
 //! follows Ctrl-Z/`fg`, and Ctrl-C then reaches COMMAND straight from the
 //! terminal; `reap --no-foreground` gives the same hint as the others.
 
@@ -56,7 +57,7 @@ fn reap_no_foreground_keeps_the_terminal_and_a_reader_gets_the_hint() {
 }
 
 #[test]
-fn graceful_default_ctrl_z_stops_graceful_alone_and_fg_resumes_it() {
+fn graceful_default_ctrl_z_stops_graceful_and_command_and_fg_resumes_both() {
     let dir = temp_dir("graceful-tstp");
     let out = dir.join("out");
     let tmux = Tmux::start("graceful-tstp");
@@ -71,19 +72,18 @@ fn graceful_default_ctrl_z_stops_graceful_alone_and_fg_resumes_it() {
     let graceful = probe.ppid;
 
     tmux.send(&["C-z"]);
-    procfs::wait_until("graceful stopped", TIMEOUT, || procfs::is_stopped(graceful));
     tmux.wait_for_screen("the shell reports the job stopped", |s| {
         s.contains("Stopped")
     });
-    // COMMAND is in a group of its own, not the terminal's: it runs on.
-    assert!(
-        !procfs::is_stopped(probe.pid),
-        "COMMAND keeps running, as under timeout(1)"
-    );
+    // The shell's job is graceful and COMMAND together: graceful stops
+    // COMMAND's group (a group of its own, not the terminal's) first.
+    procfs::wait_until("graceful and COMMAND stopped", TIMEOUT, || {
+        procfs::is_stopped(graceful) && procfs::is_stopped(probe.pid)
+    });
 
     tmux.type_line("fg");
-    procfs::wait_until("graceful runs again", TIMEOUT, || {
-        !procfs::is_stopped(graceful)
+    procfs::wait_until("graceful and COMMAND run again", TIMEOUT, || {
+        !procfs::is_stopped(graceful) && !procfs::is_stopped(probe.pid)
     });
     tmux.send(&["C-c"]);
     procfs::wait_until("the probe got INT from graceful", TIMEOUT, || {
