@@ -1,5 +1,5 @@
 //! `chaosproc`: the scenario processes of the chaos harness
-//! (tests/integration/chaos.rs). Plain std + libc.
+//! (tests/integration/hostile/chaos.rs). Plain std + libc.
 //!
 //! Three modes:
 //!

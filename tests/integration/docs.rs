@@ -81,7 +81,7 @@ pub fn check_tool(tool: &str) {
         );
     }
     // TERMINAL comes right after SIGNALS; its table is checked against the
-    // behaviour by terminal_matrix.rs.
+    // behaviour by terminal/matrix.rs.
     let after_signals = &page[page.find(".SH SIGNALS").unwrap() + 4..];
     assert!(
         after_signals[after_signals.find("\n.SH ").unwrap()..].starts_with("\n.SH TERMINAL"),

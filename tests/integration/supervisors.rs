@@ -9,6 +9,8 @@
 //! One manager serves every test here; they run in parallel against it, each
 //! with its own unit.
 
+/// A CI agent cancels a job (TERM, grace, SIGKILL to its group): with and without reap + graceful.
+mod ci_agent;
 mod manager;
 
 use crate::kit::Ready;

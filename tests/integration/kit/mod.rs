@@ -3,6 +3,17 @@
 
 #![allow(dead_code)]
 
+/// Readers of /proc for "eventually" facts about processes.
+pub mod procfs;
+/// Helpers for the reap tests.
+pub mod reap;
+/// The test kit and the sigprobe handshake child themselves.
+mod selftest;
+/// Skipped tests say why and are counted (PGWRAP_SKIP_LOG).
+pub mod skip;
+/// A real terminal: a private tmux server running an interactive shell.
+pub mod tmux;
+
 use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -13,8 +24,6 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use crate::procfs;
 
 /// Default patience for anything a test waits for. Generous on purpose: tests never assert speed.
 pub const TIMEOUT: Duration = Duration::from_secs(10);

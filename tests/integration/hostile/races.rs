@@ -26,9 +26,9 @@
 //! TERM), another status, a `got` line from a process other than COMMAND's
 //! parent, or a process left behind once the tool has exited.
 
+use crate::forwarding::storms::Rng;
 use crate::kit::{bin, Run, TIMEOUT};
 use crate::procfs;
-use crate::storms::Rng;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::time::{Duration, Instant};
 

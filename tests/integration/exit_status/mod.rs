@@ -2,6 +2,9 @@
 //! through, COMMAND's death signal re-raised, 125/126/127 for the tool's own
 //! failures.
 
+/// A re-raised core-dumping signal runs no core handler for the tool.
+mod core_dump;
+
 use crate::kit::{bin, Run, TIMEOUT};
 use std::os::unix::process::ExitStatusExt;
 

@@ -1,5 +1,5 @@
-//! The terminal cases not covered next to each tool (`terminal.rs` for
-//! pgwrap, `graceful_tty.rs`, `reap_terminal.rs`), through tmux: graceful's
+//! The terminal cases not covered next to each tool (`mod.rs` for
+//! pgwrap, `graceful.rs`, `reap.rs` beside this one), through tmux: graceful's
 //! default leaves the terminal to graceful (a reader gets the one-line hint,
 //! Ctrl-Z stops graceful and COMMAND, `fg` continues both); `graceful
 //! --foreground` hands it over and

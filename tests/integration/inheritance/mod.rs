@@ -2,6 +2,11 @@
 //! the tool's own blocked set), every fd the caller passed, none of the
 //! tool's own.
 
+/// The nohup rule: a signal the caller left ignored stays ignored unless an option names it.
+mod nohup;
+/// What reap's COMMAND and cleanup inherit.
+mod reap;
+
 use crate::kit::{bin, Run, TIMEOUT};
 use std::os::unix::process::CommandExt;
 

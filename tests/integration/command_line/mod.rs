@@ -2,6 +2,11 @@
 //! with the tool's name, and COMMAND never started. Arguments after COMMAND
 //! are passed byte for byte, UTF-8 or not.
 
+/// graceful's triggers, forwarding, GRACEFUL_GRACE_MS, bad input, man page.
+mod graceful;
+/// reap's bad input, help, version and man page.
+mod reap;
+
 use crate::kit::{bin, temp_dir, Run, TIMEOUT};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

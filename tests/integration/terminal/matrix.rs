@@ -18,11 +18,11 @@
 //! (`scripts/terminal-matrix`). `PGWRAP_TERMINAL_JOBS=N`: cells run N at a
 //! time (default 3).
 
-use crate::job_control::{
-    shell_answers, wait_running, wait_shell_has_no_child, wait_stopped, Job, Place,
-};
 use crate::kit::{bin, TIMEOUT};
 use crate::procfs;
+use crate::terminal::job_control::{
+    shell_answers, wait_running, wait_shell_has_no_child, wait_stopped, Job, Place,
+};
 use crate::tmux::{Shell, Tmux};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -694,7 +694,7 @@ fn terminal_matrix() {
             if n > 0 {
                 crate::skip::skip(
                     &format!(
-                        "terminal_matrix::terminal_matrix ({n} cells in {})",
+                        "terminal::matrix::terminal_matrix ({n} cells in {})",
                         shell.name()
                     ),
                     &why,
@@ -705,7 +705,7 @@ fn terminal_matrix() {
         }
     }
     if let Some(why) = crate::skip::needs_program("perl", "perl") {
-        crate::skip::skip("terminal_matrix::terminal_matrix", &why);
+        crate::skip::skip("terminal::matrix::terminal_matrix", &why);
         return;
     }
     let jobs: usize = std::env::var("PGWRAP_TERMINAL_JOBS")

@@ -1,4 +1,5 @@
-//! Hostile input, as a quick property test: random argument vectors built
+//! Hostile input and state (the modules below); here, hostile input as a
+//! quick property test: random argument vectors built
 //! from each tool's real options, mixed with garbage values, unknown
 //! options and bytes that are not UTF-8, fed to the real binaries.
 //!
@@ -15,9 +16,24 @@
 //! same seed replays it. The longer, coverage-guided search is `fuzz/`
 //! (`scripts/fuzz`), not run in CI.
 
-use crate::faults::bounded_output;
+/// The chaos harness: random scenarios from a seed, checked against the contract.
+mod chaos;
+/// Resource faults: no fork, no descriptor, closed stdio, no /proc.
+pub mod faults;
+/// Load: 200 concurrent reap -- graceful -- pgwrap chains finish cleanly.
+mod load;
+/// PID reuse: no signal to a PID or PGID once its process was reaped (code review + ns_last_pid).
+mod pid_reuse;
+/// Start-up races: a signal at every point of start-up is never lost, misdelivered or hung on.
+mod races;
+/// Hostile state: the invariants hold whatever the caller hands over and whatever the tree does.
+mod state;
+/// Not root: each tool as nobody.
+mod unprivileged;
+
+use crate::forwarding::storms::Rng;
+use crate::hostile::faults::bounded_output;
 use crate::kit::bin;
-use crate::storms::Rng;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::process::Command;

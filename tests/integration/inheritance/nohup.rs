@@ -23,6 +23,8 @@ fn under_nohup(tool: &str, opts: &[&str]) -> (Option<i32>, Vec<String>) {
     run.expect_line("up", TIMEOUT);
     run.signal(libc::SIGHUP);
     let status = run.wait_exit(TIMEOUT + Duration::from_secs(2));
+    // Every line read, not only those read by the time of the exit.
+    run.expect_eof(TIMEOUT);
     (status.code(), run.lines_so_far())
 }
 

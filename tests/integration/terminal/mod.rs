@@ -2,6 +2,17 @@
 //! read, job control (Ctrl-Z, `fg`) is followed, and without the terminal a
 //! stopped reader gets the hint instead of a silent hang.
 
+/// Terminal cases across the tools: default hand-over or not, hints, Ctrl-C, Ctrl-Z/fg.
+mod all;
+/// graceful on a terminal: Ctrl-C starts the ladder.
+mod graceful;
+/// Job control in every mode: the shell's job is the tool and COMMAND together.
+pub mod job_control;
+/// The terminal matrix: each tool × mode × action, against the man pages' TERMINAL tables.
+mod matrix;
+/// reap on a terminal: hand-over and job control across the split.
+mod reap;
+
 use crate::kit::{bin, temp_dir, TIMEOUT};
 use crate::procfs;
 use crate::tmux::Tmux;

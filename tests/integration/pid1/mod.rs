@@ -8,6 +8,9 @@
 //! empty root (no libc, no shell, no /proc): it forwards signals, stops
 //! COMMAND after the grace and sweeps an escapee with `kill(-1)`.
 
+/// reap as PID 1 of a PID namespace.
+mod reap;
+
 use crate::kit::{bin, temp_dir, TIMEOUT};
 use crate::procfs;
 use std::io::{BufRead, BufReader};

@@ -2,7 +2,7 @@
 //! are passed on or dropped, `GRACEFUL_GRACE_MS` and the nested cap, bad
 //! input, and the man page covering every option of `--help`.
 
-use crate::bad_input::assert_rejected;
+use crate::command_line::assert_rejected;
 use crate::grace::{graceful, graceful_sh, probe_path, Death, SLACK};
 use crate::kit::{bin, Run, TIMEOUT};
 use crate::procfs;

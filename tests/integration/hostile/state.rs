@@ -25,7 +25,7 @@
 //! Every process started here is ended by PID ([`Run`] and [`Guard`]); a
 //! test that would hang on a broken tool is bounded and fails.
 
-use crate::faults::bounded_output;
+use crate::hostile::faults::bounded_output;
 use crate::kit::{bin, temp_dir, Run, RunBuilder, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, field, reap, sigprobe, Guard};

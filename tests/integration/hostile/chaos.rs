@@ -40,10 +40,10 @@
 //! PGWRAP_CHAOS_ONE=SEED replays one with everything it saw. scripts/chaos
 //! N runs N of them.
 
+use crate::forwarding::storms::Rng;
 use crate::kit::{bin, temp_dir};
 use crate::procfs;
 use crate::skip;
-use crate::storms::Rng;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::os::unix::process::{CommandExt, ExitStatusExt};

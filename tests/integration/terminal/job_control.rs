@@ -3,7 +3,7 @@
 //! group first), `fg` continues both; `--foreground` from a background job
 //! never takes the terminal from the shell.
 //!
-//! Also the pieces the terminal matrix (`terminal_matrix.rs`) is built of: a
+//! Also the pieces the terminal matrix (`matrix.rs`) is built of: a
 //! COMMAND that says what it received ([`PROBE`]), the processes of a job
 //! found from the shell down ([`Job`]), and the checks on them.
 

@@ -1,6 +1,9 @@
 //! pgwrap's signal rules: what is passed on, mapped or dropped, to whom, and
 //! that nothing is lost or polled for.
 
+/// Signal storms at each tool: nothing forwarded is lost, nothing dropped gets through.
+pub mod storms;
+
 use crate::kit::{bin, Run, TIMEOUT};
 use crate::procfs;
 use std::os::unix::process::ExitStatusExt;
