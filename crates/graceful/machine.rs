@@ -69,6 +69,8 @@ pub struct Machine {
     timeout_at: Option<Instant>,
     timed_out: bool,
     leader_exited: bool,
+    /// The stop signal sent, once it is.
+    sent: Option<Signal>,
 }
 
 impl Machine {
@@ -82,12 +84,18 @@ impl Machine {
             timeout_at,
             timed_out: false,
             leader_exited: false,
+            sent: None,
         }
     }
 
     #[cfg(test)]
     pub fn state(&self) -> State {
         self.state
+    }
+
+    /// The stop signal sent to the group, once it was.
+    pub fn stop_signal(&self) -> Option<Signal> {
+        self.sent
     }
 
     pub fn is_done(&self) -> bool {
@@ -167,6 +175,7 @@ impl Machine {
 
     /// Send the stop signal and start the grace.
     fn stop(&mut self, sig: Signal, now: Instant) -> Vec<Action> {
+        self.sent = Some(sig);
         let mut actions = vec![Action::SendGroup(sig), Action::ContinueIfStopped];
         match self.ladder.grace {
             Some(grace) if grace.is_zero() => actions.extend(self.kill()),

@@ -70,6 +70,9 @@ impl<'a> Supervisor<'a> {
                     "grace over"
                 };
                 verbose!("{what}");
+                if event != Event::Timeout {
+                    self.name_survivors();
+                }
                 let actions = self.machine.on(event, now);
                 self.act(&actions);
             }
@@ -194,6 +197,30 @@ impl<'a> Supervisor<'a> {
             }
         } else {
             verbose!("received {signal} from pid {from}: dropped");
+        }
+    }
+
+    /// The grace is over: name every process of COMMAND's group still
+    /// there, and why the stop signal has not ended it, on stderr even
+    /// without -v (one line each), before the kill signal.
+    fn name_survivors(&self) {
+        let pgid = self.child.pid();
+        let stop = self.machine.stop_signal().unwrap_or(Signal::TERM);
+        let mut members: Vec<i32> = Vec::new();
+        if self.child.exit_status().is_none() {
+            members.push(pgid);
+        }
+        if let Some(tree) = descend::descendants() {
+            members.extend(
+                tree.iter()
+                    .filter(|p| p.pgid == pgid && p.pid != pgid && !p.is_zombie())
+                    .map(|p| p.pid),
+            );
+        }
+        for pid in members {
+            if let Some(s) = pgkit::survivors::survivor(pid, stop) {
+                pgkit::warn!("{}", s.line(stop));
+            }
         }
     }
 

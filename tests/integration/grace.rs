@@ -481,3 +481,37 @@ fn sigkill_of_graceful_kills_command_unless_pdeathsig_none() {
     );
     // Dropping `run` kills the probe by its announced pid.
 }
+
+/// When the grace runs out, graceful names every survivor on stderr, even
+/// without -v, one line each: pid, name, and why the stop signal has not
+/// ended it (from /proc/PID/status). Here three members of the group, each
+/// ready before the trigger: one ignores TERM, one blocks it, one catches
+/// it with a handler that does not exit.
+#[test]
+fn survivors_are_named_with_the_reason_when_the_grace_runs_out() {
+    let script = r#"
+        perl -e '$0="ignorer"; $SIG{TERM}="IGNORE"; $|=1; print "up ignorer\n"; sleep 30' &
+        perl -e 'use POSIX; $0="blocker"; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(15)); $|=1; print "up blocker\n"; sleep 30' &
+        perl -e '$0="catcher"; $SIG{TERM}=sub{}; $|=1; print "up catcher\n"; while (1) { sleep 30 }' &
+        wait
+    "#;
+    let mut run = graceful_sh(&["--grace", "1s"], script);
+    for who in ["ignorer", "blocker", "catcher"] {
+        run.expect_line(&format!("up {who}"), TIMEOUT);
+    }
+    run.signal(libc::SIGTERM);
+    run.wait_exit(TIMEOUT + SLACK);
+    let err = run.stderr_all();
+    for (who, why) in [
+        ("ignorer", "it ignores TERM"),
+        ("blocker", "it blocks TERM"),
+        ("catcher", "it catches TERM and its handler has not ended it"),
+    ] {
+        assert!(
+            err.lines().any(|l| l.starts_with("graceful: pid ")
+                && l.contains(&format!("({who})"))
+                && l.ends_with(&format!("is still running after the grace: {why}"))),
+            "no survivor line for the {who}: {err}"
+        );
+    }
+}

@@ -18,6 +18,7 @@
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
 //! | `deadline`  | a deadline kept to the microsecond (timerfd), for `poll`          |
+//! | `survivors` | who did not stop when a grace ran out, and why (/proc status)      |
 //! | `tty`       | handing the controlling terminal over and back                    |
 //! | `exit`      | the one exit path: an exit code, or the child's signal re-raised  |
 //! | `log`       | `-v` lines, one `write(2)` each                                   |
@@ -55,6 +56,7 @@ pub mod signal;
 pub mod sigraw;
 pub mod spawn;
 pub mod startup;
+pub mod survivors;
 pub mod tty;
 
 pub use child::{Child, Status, Target};

@@ -1,0 +1,135 @@
+//! Who did not stop: when a grace runs out, each survivor is named with the
+//! reason `/proc/PID/status` gives for it — it ignores the stop signal, blocks
+//! it, catches it (and its handler has not ended it), or cannot act on it
+//! yet (uninterruptible sleep, or stopped).
+//!
+//! The line goes to stderr even without `-v`, before the kill signal, so a
+//! slow shutdown can be blamed on the process that caused it.
+
+use crate::procfs;
+use crate::signal::{SigSet, Signal};
+
+/// Why a process is still there after the stop signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Ignores,
+    Blocks,
+    Catches,
+    /// In uninterruptible sleep (`D`): no signal acts until it wakes.
+    Uninterruptible,
+    /// Stopped (`T`): it acts on nothing but KILL until continued.
+    Stopped,
+    /// None of the above could be read (the default action should have
+    /// ended it: it may be exiting right now).
+    Unknown,
+}
+
+/// One survivor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Survivor {
+    pub pid: i32,
+    pub name: String,
+    pub reason: Reason,
+}
+
+/// The reason from the masks of `status` (the text of /proc/PID/status) and
+/// the state letter, for the stop signal `sig`.
+pub fn reason(status: &[u8], sig: Signal) -> Reason {
+    let mask = |key| {
+        procfs::status_field(status, key)
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| u64::from_str_radix(v, 16).ok())
+            .map(SigSet::from_bits)
+    };
+    let state = procfs::status_field(status, "State").and_then(|v| v.first().copied());
+    match state {
+        Some(b'D') => return Reason::Uninterruptible,
+        Some(b'T') | Some(b't') => return Reason::Stopped,
+        _ => {}
+    }
+    if mask("SigIgn").is_some_and(|m| m.contains(sig)) {
+        Reason::Ignores
+    } else if mask("SigBlk").is_some_and(|m| m.contains(sig)) {
+        Reason::Blocks
+    } else if mask("SigCgt").is_some_and(|m| m.contains(sig)) {
+        Reason::Catches
+    } else {
+        Reason::Unknown
+    }
+}
+
+/// Read `pid`'s name and reason; `None` once it is gone (or a zombie).
+pub fn survivor(pid: i32, sig: Signal) -> Option<Survivor> {
+    let stat = procfs::stat(pid).filter(|p| !p.is_zombie())?;
+    let status = procfs::read(&format!("/proc/{pid}/status")).ok()?;
+    Some(Survivor {
+        pid,
+        name: stat.name.to_string(),
+        reason: reason(&status, sig),
+    })
+}
+
+impl Survivor {
+    /// `pid 42 (sleep) is still running after the grace: it ignores TERM`.
+    pub fn line(&self, sig: Signal) -> String {
+        let why = match self.reason {
+            Reason::Ignores => format!("it ignores {sig}"),
+            Reason::Blocks => format!("it blocks {sig}"),
+            Reason::Catches => format!("it catches {sig} and its handler has not ended it"),
+            Reason::Uninterruptible => {
+                format!("it is in uninterruptible sleep (state D): {sig} waits until it wakes")
+            }
+            Reason::Stopped => format!("it is stopped: {sig} waits until it is continued"),
+            Reason::Unknown => format!("{sig} has not ended it yet"),
+        };
+        format!(
+            "pid {} ({}) is still running after the grace: {why}",
+            self.pid, self.name
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(state: &str, ign: u64, blk: u64, cgt: u64) -> Vec<u8> {
+        format!(
+            "Name:\tx\nState:\t{state}\nSigBlk:\t{blk:016x}\nSigIgn:\t{ign:016x}\nSigCgt:\t{cgt:016x}\n"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn reasons_from_the_masks_and_the_state() {
+        let term = 1u64 << (libc::SIGTERM - 1);
+        let t = Signal::TERM;
+        assert_eq!(
+            reason(&status("S (sleeping)", term, 0, 0), t),
+            Reason::Ignores
+        );
+        assert_eq!(
+            reason(&status("S (sleeping)", 0, term, term), t),
+            Reason::Blocks
+        );
+        assert_eq!(
+            reason(&status("S (sleeping)", 0, 0, term), t),
+            Reason::Catches
+        );
+        assert_eq!(
+            reason(&status("D (disk sleep)", term, 0, 0), t),
+            Reason::Uninterruptible
+        );
+        assert_eq!(reason(&status("T (stopped)", 0, 0, 0), t), Reason::Stopped);
+        assert_eq!(reason(&status("R (running)", 0, 0, 0), t), Reason::Unknown);
+    }
+
+    #[test]
+    fn reads_a_live_process() {
+        let me = survivor(std::process::id() as i32, Signal::TERM).unwrap();
+        assert_eq!(me.pid, std::process::id() as i32);
+        assert!(me
+            .line(Signal::TERM)
+            .starts_with(&format!("pid {} (", me.pid)));
+    }
+}
