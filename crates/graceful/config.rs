@@ -20,6 +20,9 @@ to exit, then send the kill signal to whatever is left.
   -s, --signal SIG         stop signal sent to the group (default: the trigger
                            signal itself; TERM for --timeout)
   -k, --kill-signal SIG    sent when the grace period is over (default KILL)
+      --stop-delay DUR     on a trigger, wait this long before the stop signal
+                           (a load balancer's drain; default 0; a second
+                           trigger ends it; the grace starts after it)
       --on LIST            signals that trigger the stop (default TERM,INT,HUP,QUIT)
   -f, --forward LIST       other signals passed on unchanged to the group
                            (default USR1,USR2,WINCH; --on wins where both list one)
@@ -59,6 +62,8 @@ pub struct Config {
     pub foreground: bool,
     pub verbose: bool,
     pub command: Vec<OsString>,
+    /// `--stop-delay`.
+    pub stop_delay: Duration,
     /// The signals an option named (`--on`, `--forward`): acted on even when
     /// the caller left them ignored.
     pub named: SigSet,
@@ -74,6 +79,7 @@ impl Config {
     pub fn ladder(&self, grace: Timeout) -> Ladder {
         Ladder {
             grace: grace.duration(),
+            delay: self.stop_delay,
             signal: self.signal,
             kill_signal: self.kill_signal,
         }
@@ -102,6 +108,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut verbose = false;
     let mut command = None;
     let mut named = SigSet::EMPTY;
+    let mut stop_delay = Duration::ZERO;
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
         match arg {
@@ -116,6 +123,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Short('f') | Long("forward") => {
                 forward = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
                 named = named.union(forward);
+            }
+            Long("stop-delay") => {
+                stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
+                    Error::usage(format!(
+                        "--stop-delay cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
+                    ))
+                })?
             }
             Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
             Long("preserve-status") => preserve_status = true,
@@ -147,6 +161,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         verbose,
         command,
         named,
+        stop_delay,
     }))
 }
 

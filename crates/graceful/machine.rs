@@ -1,5 +1,5 @@
-//! The stop ladder as a pure state machine: Running -> Stopping(deadline)
-//! -> Killing -> Done.
+//! The stop ladder as a pure state machine: Running -> (Delaying, with
+//! `--stop-delay`) -> Stopping(deadline) -> Killing -> Done.
 //!
 //! Time is passed in, never read here, so every edge of the ladder (a trigger
 //! repeated during the grace, a deadline reached together with a trigger, a
@@ -18,6 +18,8 @@ pub enum Event {
     Timeout,
     /// The grace period ran out (see [`Machine::due`]).
     GraceExpired,
+    /// The `--stop-delay` after a trigger ran out (see [`Machine::due`]).
+    DelayOver,
     /// COMMAND, the group's leader, exited. It stays unreaped, and the
     /// ladder goes on: the grace covers the whole group.
     LeaderExited,
@@ -35,12 +37,17 @@ pub enum Action {
     ContinueIfStopped,
     /// The grace period started; it ends at this instant.
     ArmDeadline(Instant),
+    /// A trigger came; the stop signal waits until this instant.
+    ArmDelay(Instant),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     /// COMMAND runs; no stop asked for yet.
     Running,
+    /// A trigger came; the stop signal `sig` goes out at `until`
+    /// (`--stop-delay`, a load balancer's drain), or at the next trigger.
+    Delaying { until: Instant, sig: Signal },
     /// The stop signal was sent; the kill signal follows at `deadline`
     /// (`None`: a grace of `inf`, never).
     Stopping { deadline: Option<Instant> },
@@ -59,6 +66,8 @@ pub struct Ladder {
     pub signal: Option<Signal>,
     /// `--kill-signal`.
     pub kill_signal: Signal,
+    /// `--stop-delay`: between a trigger and the stop signal.
+    pub delay: Duration,
 }
 
 #[derive(Debug)]
@@ -112,6 +121,7 @@ impl Machine {
     pub fn deadline(&self) -> Option<Instant> {
         match self.state {
             State::Running => self.timeout_at,
+            State::Delaying { until, .. } => Some(until),
             State::Stopping { deadline } => deadline,
             State::Killing | State::Done => None,
         }
@@ -133,10 +143,10 @@ impl Machine {
     /// The time event due at `now`, if any.
     pub fn due(&self, now: Instant) -> Option<Event> {
         self.deadline().filter(|&d| d <= now)?;
-        Some(if self.state == State::Running {
-            Event::Timeout
-        } else {
-            Event::GraceExpired
+        Some(match self.state {
+            State::Running => Event::Timeout,
+            State::Delaying { .. } => Event::DelayOver,
+            _ => Event::GraceExpired,
         })
     }
 
@@ -153,12 +163,15 @@ impl Machine {
                 Vec::new()
             }
             (State::Running, Event::Trigger(sig)) => {
-                self.stop(self.ladder.signal.unwrap_or(sig), now)
+                self.delay_then_stop(self.ladder.signal.unwrap_or(sig), now)
             }
             (State::Running, Event::Timeout) => {
                 self.timed_out = true;
-                self.stop(self.ladder.signal.unwrap_or(Signal::TERM), now)
+                self.delay_then_stop(self.ladder.signal.unwrap_or(Signal::TERM), now)
             }
+            // A second trigger ends the delay at once.
+            (State::Delaying { sig, .. }, Event::Trigger(_)) => self.stop(sig, now),
+            (State::Delaying { sig, .. }, Event::DelayOver) => self.stop(sig, now),
             // Passed on again; the deadline stays where it is.
             (State::Stopping { .. }, Event::Trigger(sig)) => {
                 vec![
@@ -170,6 +183,18 @@ impl Machine {
             // Already stopping or past it: a late timeout changes nothing,
             // and after the kill signal a trigger has nothing left to add.
             _ => Vec::new(),
+        }
+    }
+
+    /// Wait `--stop-delay` first, if there is one; the grace starts when
+    /// the stop signal is sent, so the delay takes nothing from it.
+    fn delay_then_stop(&mut self, sig: Signal, now: Instant) -> Vec<Action> {
+        match now.checked_add(self.ladder.delay) {
+            Some(until) if !self.ladder.delay.is_zero() => {
+                self.state = State::Delaying { until, sig };
+                vec![Action::ArmDelay(until)]
+            }
+            _ => self.stop(sig, now),
         }
     }
 
@@ -210,6 +235,7 @@ mod tests {
 
     fn ladder(grace: Option<Duration>) -> Ladder {
         Ladder {
+            delay: Duration::ZERO,
             grace,
             signal: None,
             kill_signal: KILL,
@@ -465,5 +491,63 @@ mod tests {
         assert_eq!(m.deadline(), None);
         m.on(Trigger(TERM), t0);
         assert_eq!(m.state(), State::Stopping { deadline: None });
+    }
+
+    #[test]
+    fn a_stop_delay_comes_before_the_stop_signal_and_takes_nothing_from_the_grace() {
+        let t0 = Instant::now();
+        let l = Ladder {
+            delay: ms(300),
+            ..ladder(Some(ms(1000)))
+        };
+        let mut m = Machine::new(l, None, t0);
+        assert_eq!(m.on(Trigger(TERM), t0), vec![ArmDelay(t0 + ms(300))]);
+        assert_eq!(m.deadline(), Some(t0 + ms(300)));
+        assert_eq!(m.due(t0 + ms(299)), None);
+        assert_eq!(m.due(t0 + ms(300)), Some(DelayOver));
+        let at = t0 + ms(300);
+        assert_eq!(
+            m.on(DelayOver, at),
+            vec![
+                SendGroup(TERM),
+                ContinueIfStopped,
+                ArmDeadline(at + ms(1000))
+            ]
+        );
+        assert_eq!(m.stop_signal(), Some(TERM));
+    }
+
+    #[test]
+    fn a_second_trigger_ends_the_stop_delay_at_once() {
+        let t0 = Instant::now();
+        let l = Ladder {
+            delay: ms(5000),
+            ..ladder(Some(ms(1000)))
+        };
+        let mut m = Machine::new(l, None, t0);
+        m.on(Trigger(TERM), t0);
+        let at = t0 + ms(10);
+        assert_eq!(
+            m.on(Trigger(Signal::INT), at),
+            vec![
+                SendGroup(TERM),
+                ContinueIfStopped,
+                ArmDeadline(at + ms(1000))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_timeout_with_a_stop_delay_waits_the_delay_and_still_reports_124() {
+        let t0 = Instant::now();
+        let l = Ladder {
+            delay: ms(200),
+            ..ladder(Some(ms(1000)))
+        };
+        let mut m = Machine::new(l, Some(ms(100)), t0);
+        assert_eq!(m.due(t0 + ms(100)), Some(Timeout));
+        assert_eq!(m.on(Timeout, t0 + ms(100)), vec![ArmDelay(t0 + ms(300))]);
+        assert!(m.timed_out());
+        assert_eq!(m.due(t0 + ms(300)), Some(DelayOver));
     }
 }

@@ -64,13 +64,13 @@ impl<'a> Supervisor<'a> {
             }
             let now = Instant::now();
             if let Some(event) = self.machine.due(now) {
-                let what = if event == Event::Timeout {
-                    "--timeout reached"
-                } else {
-                    "grace over"
+                let what = match event {
+                    Event::Timeout => "--timeout reached",
+                    Event::DelayOver => "stop delay over",
+                    _ => "grace over",
                 };
                 verbose!("{what}");
-                if event != Event::Timeout {
+                if event == Event::GraceExpired {
                     self.name_survivors();
                 }
                 let actions = self.machine.on(event, now);
@@ -239,6 +239,13 @@ impl<'a> Supervisor<'a> {
                     verbose!("COMMAND is stopped: sent CONT to group {group}");
                 }
                 Action::ContinueIfStopped => {}
+                Action::ArmDelay(at) => {
+                    let ms =
+                        (at.saturating_duration_since(Instant::now()).as_micros() + 500) / 1000;
+                    verbose!(
+                        "stop delay: the stop signal goes out in {ms} ms (or at the next trigger)"
+                    );
+                }
                 Action::ArmDeadline(at) => {
                     let ms =
                         (at.saturating_duration_since(Instant::now()).as_micros() + 500) / 1000;

@@ -505,7 +505,10 @@ fn survivors_are_named_with_the_reason_when_the_grace_runs_out() {
     for (who, why) in [
         ("ignorer", "it ignores TERM"),
         ("blocker", "it blocks TERM"),
-        ("catcher", "it catches TERM and its handler has not ended it"),
+        (
+            "catcher",
+            "it catches TERM and its handler has not ended it",
+        ),
     ] {
         assert!(
             err.lines().any(|l| l.starts_with("graceful: pid ")
@@ -514,4 +517,65 @@ fn survivors_are_named_with_the_reason_when_the_grace_runs_out() {
             "no survivor line for the {who}: {err}"
         );
     }
+}
+
+/// `--stop-delay`: the stop signal reaches COMMAND no earlier than the delay
+/// after the trigger (a lower bound, exact: the time is taken before the
+/// trigger is sent), and the grace starts only then.
+#[test]
+fn the_stop_signal_waits_for_the_stop_delay() {
+    let mut run = graceful(&["--stop-delay", "700ms", "-g", "5s"], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    let t0 = Instant::now();
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(700),
+        "TERM reached COMMAND {:?} after the trigger, before the 700 ms delay",
+        t0.elapsed()
+    );
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+/// A second trigger during the delay ends it at once: with a delay far
+/// beyond the test's patience, COMMAND still gets the stop signal.
+#[test]
+fn a_second_trigger_ends_the_stop_delay() {
+    let mut run = graceful(&["--stop-delay", "10m", "-g", "5s"], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGTERM);
+    // The first trigger is being delayed; the probe has nothing yet.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !run.lines_so_far().iter().any(|l| l.starts_with("got TERM")),
+        "TERM went out before the delay or a second trigger"
+    );
+    run.signal(libc::SIGINT);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+/// `--timeout` is a trigger like any other: the delay comes first, and the
+/// exit status is still 124.
+#[test]
+fn a_timeout_waits_for_the_stop_delay_and_exits_124() {
+    let t0 = Instant::now();
+    let mut run = graceful(
+        &["--timeout", "200ms", "--stop-delay", "500ms", "-g", "5s"],
+        &[],
+    );
+    let probe = run.expect_ready(TIMEOUT);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(700),
+        "TERM after {:?}, before timeout + delay",
+        t0.elapsed()
+    );
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(124));
+}
+
+/// A delay must end: `--stop-delay inf` is refused, with one line and 125.
+#[test]
+fn an_infinite_stop_delay_is_refused() {
+    crate::command_line::assert_rejected("graceful", &[&["--stop-delay", "inf", "--"]]);
 }
