@@ -26,6 +26,7 @@ to exit, then send the kill signal to whatever is left.
       --on LIST            signals that trigger the stop (default TERM,INT,HUP,QUIT)
   -f, --forward LIST       other signals passed on unchanged to the group
                            (default USR1,USR2,WINCH; --on wins where both list one)
+      --events FD|PATH     a machine-readable event log: one JSON line per event
       --pdeathsig SIG|none signal COMMAND gets if graceful dies (default KILL)
       --preserve-status    after --timeout, exit with COMMAND's status, not 124
       --foreground         give COMMAND the terminal (then Ctrl-C reaches
@@ -64,6 +65,8 @@ pub struct Config {
     pub command: Vec<OsString>,
     /// `--stop-delay`.
     pub stop_delay: Duration,
+    /// `--events FD|PATH`.
+    pub events: Option<String>,
     /// The signals an option named (`--on`, `--forward`): acted on even when
     /// the caller left them ignored.
     pub named: SigSet,
@@ -109,6 +112,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut command = None;
     let mut named = SigSet::EMPTY;
     let mut stop_delay = Duration::ZERO;
+    let mut events = None;
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
         match arg {
@@ -132,6 +136,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 })?
             }
             Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
+            Long("events") => events = Some(cli::text(&mut parser, &opt)?),
             Long("preserve-status") => preserve_status = true,
             Long("foreground") => foreground = true,
             Long("no-foreground") => foreground = false,
@@ -162,6 +167,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         command,
         named,
         stop_delay,
+        events,
     }))
 }
 

@@ -102,6 +102,11 @@ impl Machine {
         self.state
     }
 
+    /// The grace period (`None` for inf).
+    pub fn grace(&self) -> Option<Duration> {
+        self.ladder.grace
+    }
+
     /// The stop signal sent to the group, once it was.
     pub fn stop_signal(&self) -> Option<Signal> {
         self.sent

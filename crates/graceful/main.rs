@@ -15,7 +15,7 @@ use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
 use pgkit::tty::{self, JobControl};
-use pgkit::{cli, exit, log, reap, verbose, Error, SigSet};
+use pgkit::{cli, events, exit, log, reap, verbose, Error, SigSet, Status};
 use std::time::Instant;
 use supervise::Supervisor;
 
@@ -31,6 +31,10 @@ fn run() -> ! {
     config.on = config.on.minus(dropped);
     config.forward = config.forward.minus(dropped);
     let grace = budget::effective(config.grace, std::env::var_os(budget::VAR).as_deref());
+
+    if let Some(target) = &config.events {
+        events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
+    }
 
     let caught = SigSet::blockable().union(config.caught());
     startup::block(caught);
@@ -56,6 +60,7 @@ fn run() -> ! {
     };
     let child = spawn.spawn(&startup).unwrap_or_else(|e| e.exit());
     let machine = Machine::new(config.ladder(grace), config.timeout, Instant::now());
+    events::started(child.pid(), child.pid(), pgkit::tty::own_session());
     verbose!(
         "started pid {} in a new process group; grace {grace}",
         child.pid()
@@ -67,7 +72,15 @@ fn run() -> ! {
     let timed_out = supervisor.finish();
     if timed_out && !config.preserve_status {
         verbose!("COMMAND {status}; exiting 124 (--timeout fired)");
+        events::exit(124, "timeout");
         exit::exit_code(124)
     }
+    events::exit(
+        status.shell_code(),
+        match status {
+            Status::Exited(_) => "exit",
+            Status::Signaled(_) => "signal",
+        },
+    );
     exit::finish(status)
 }

@@ -12,6 +12,7 @@
 use crate::config::Config;
 use crate::machine::{Action, Event, Machine};
 use pgkit::child::Job;
+use pgkit::events::{self, Value};
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::{self, JobControl};
 use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
@@ -93,7 +94,9 @@ impl<'a> Supervisor<'a> {
     /// whether `--timeout` fired.
     pub fn finish(mut self) -> bool {
         self.jobs.release(self.child.pid());
-        self.child.reap();
+        if let Some(status) = self.child.reap() {
+            events::reaped(self.child.pid(), status);
+        }
         let _ = reap::reap_except(None);
         self.machine.timed_out()
     }
@@ -178,12 +181,15 @@ impl<'a> Supervisor<'a> {
         }
         let routed = self.config.on.contains(signal) || self.config.forward.contains(signal);
         if !routed && tty::is_job_stop(signal) {
+            events::signal(signal, from, "job-control", None);
             return self.jobs.on_tool_stop(&self.child, signal);
         }
         if !routed && signal == Signal::CONT && self.jobs.on_continue(&self.child) {
+            events::signal(signal, from, "job-control", None);
             return;
         }
         if self.config.on.contains(signal) {
+            events::signal(signal, from, "trigger", None);
             let actions = self.machine.on(Event::Trigger(signal), Instant::now());
             verbose!("received {signal} from pid {from}: stop trigger");
             if actions.is_empty() {
@@ -191,11 +197,14 @@ impl<'a> Supervisor<'a> {
             }
             self.act(&actions);
         } else if self.config.forward.contains(signal) {
-            match self.child.signal(Target::Group, signal) {
+            let sent = self.child.signal(Target::Group, signal);
+            events::signal(signal, from, "forwarded", Some(signal));
+            match sent {
                 Ok(()) => verbose!("received {signal} from pid {from}: forwarded to group {group}"),
                 Err(e) => verbose!("received {signal} from pid {from}: cannot forward: {e}"),
             }
         } else {
+            events::signal(signal, from, "dropped", None);
             verbose!("received {signal} from pid {from}: dropped");
         }
     }
@@ -220,6 +229,14 @@ impl<'a> Supervisor<'a> {
         for pid in members {
             if let Some(s) = pgkit::survivors::survivor(pid, stop) {
                 pgkit::warn!("{}", s.line(stop));
+                events::emit(
+                    "survivor",
+                    &[
+                        ("child", Value::Int(s.pid.into())),
+                        ("name", Value::Str(&s.name)),
+                        ("reason", Value::Str(s.reason.word())),
+                    ],
+                );
             }
         }
     }
@@ -229,10 +246,26 @@ impl<'a> Supervisor<'a> {
         let group = self.child.pid();
         for &action in actions {
             match action {
-                Action::SendGroup(sig) => match self.child.signal(Target::Group, sig) {
-                    Ok(()) => verbose!("sent {sig} to group {group}"),
-                    Err(e) => verbose!("cannot send {sig} to group {group}: {e}"),
-                },
+                Action::SendGroup(sig) => {
+                    let sent = self.child.signal(Target::Group, sig);
+                    let kind = if self.machine.killed() {
+                        "kill"
+                    } else {
+                        "stop"
+                    };
+                    events::emit(
+                        kind,
+                        &[
+                            ("signal", Value::Int(sig.raw().into())),
+                            ("group", Value::Int(group.into())),
+                            ("grace_ms", Value::Int(self.grace_ms())),
+                        ],
+                    );
+                    match sent {
+                        Ok(()) => verbose!("sent {sig} to group {group}"),
+                        Err(e) => verbose!("cannot send {sig} to group {group}: {e}"),
+                    }
+                }
                 // A stopped process acts on nothing but KILL until continued.
                 Action::ContinueIfStopped if self.stopped => {
                     let _ = self.child.signal(Target::Group, Signal::CONT);
@@ -256,6 +289,13 @@ impl<'a> Supervisor<'a> {
                 }
             }
         }
+    }
+
+    /// The grace in ms for the event log (-1 for inf).
+    fn grace_ms(&self) -> i64 {
+        self.machine
+            .grace()
+            .map_or(-1, |g| i64::try_from(g.as_millis()).unwrap_or(i64::MAX))
     }
 
     /// The one blocking call.

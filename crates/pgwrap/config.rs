@@ -20,6 +20,7 @@ Every other signal that would end pgwrap is dropped.
       --foreground         give COMMAND the terminal (default: when stdin is a
                            terminal and pgwrap is in its foreground group)
       --no-foreground      never give COMMAND the terminal
+      --events FD|PATH     a machine-readable event log: one JSON line per event
       --pdeathsig SIG|none signal COMMAND gets if pgwrap dies (default KILL)
   -v, --verbose            one line on stderr per decision
   -h, --help               show this help and exit
@@ -46,6 +47,8 @@ pub struct Config {
     /// The signals an option named (`--forward`, `--map FROM`): passed on
     /// even when the caller left them ignored.
     pub named: SigSet,
+    /// `--events FD|PATH`.
+    pub events: Option<String>,
 }
 
 impl Config {
@@ -77,6 +80,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut pdeathsig = Some(Signal::KILL);
     let mut verbose = false;
     let mut command = None;
+    let mut events = None;
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
         match arg {
@@ -98,6 +102,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("foreground") => foreground = Foreground::On,
             Long("no-foreground") => foreground = Foreground::Off,
             Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
+            Long("events") => events = Some(cli::text(&mut parser, &opt)?),
             arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
@@ -135,6 +140,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         verbose,
         command,
         named,
+        events,
     }))
 }
 

@@ -11,7 +11,9 @@ use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
 use pgkit::tty::{self, JobControl};
-use pgkit::{cli, exit, log, poll, reap, verbose, Child, Error, SigSet, Signal, Target};
+use pgkit::{
+    cli, events, exit, log, poll, reap, verbose, Child, Error, SigSet, Signal, Status, Target,
+};
 use std::os::fd::AsFd;
 
 pgkit::main!(run);
@@ -24,6 +26,10 @@ fn run() -> ! {
     // nohup's rule: what the caller left ignored stays ignored.
     let dropped = startup.left_ignored(config.forward, config.named);
     config.forward = config.forward.minus(dropped);
+
+    if let Some(target) = &config.events {
+        events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
+    }
 
     let caught = SigSet::blockable().union(config.caught());
     startup::block(caught);
@@ -41,6 +47,12 @@ fn run() -> ! {
         .foreground(handed_over)
         .spawn(&startup)
         .unwrap_or_else(|e| e.exit());
+    let sid = if config.setsid {
+        child.pid()
+    } else {
+        pgkit::tty::own_session()
+    };
+    events::started(child.pid(), child.pid(), sid);
     verbose!(
         "started pid {} in a new {}{}",
         child.pid(),
@@ -89,6 +101,14 @@ fn run() -> ! {
     };
     jobs.release(child.pid());
     child.reap();
+    events::reaped(child.pid(), status);
+    events::exit(
+        status.shell_code(),
+        match status {
+            Status::Exited(_) => "exit",
+            Status::Signaled(_) => "signal",
+        },
+    );
     if pid1 {
         let _ = reap::reap_except(None);
     }
@@ -115,7 +135,10 @@ fn pass_on(
         } else {
             signal == Signal::CONT && jobs.on_continue(child)
         };
-        if !job_control {
+        if job_control {
+            events::signal(signal, from, "job-control", None);
+        } else {
+            events::signal(signal, from, "dropped", None);
             verbose!("received {signal} from pid {from}: dropped");
         }
         return;
@@ -126,7 +149,10 @@ fn pass_on(
         Target::Child => "pid",
     };
     let pid = child.pid();
-    match child.signal(config.to, out) {
+    let sent = child.signal(config.to, out);
+    let action = if out == signal { "forwarded" } else { "mapped" };
+    events::signal(signal, from, action, Some(out));
+    match sent {
         Ok(()) if out == signal => {
             verbose!("received {signal} from pid {from}: forwarded to {to} {pid}")
         }

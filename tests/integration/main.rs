@@ -11,6 +11,8 @@ mod cleanup;
 mod command_line;
 /// Help texts, man pages and parsers agree.
 mod docs;
+/// The event log: JSON lines in the contract's order; never blocking.
+mod events;
 /// Exit statuses: passed through, re-raised (no core handler), 125/126/127.
 mod exit_status;
 /// pgwrap's forwarding, mapping, dropping and targets; signal storms.

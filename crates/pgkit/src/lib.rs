@@ -21,6 +21,7 @@
 //! | `survivors` | who did not stop when a grace ran out, and why (/proc status)      |
 //! | `tty`       | handing the controlling terminal over and back                    |
 //! | `exit`      | the one exit path: an exit code, or the child's signal re-raised  |
+//! | `events`    | `--events`: one JSON line per event, one write each, never blocking|
 //! | `log`       | `-v` lines, one `write(2)` each                                   |
 //! | `notify`    | systemd's notification socket relayed from the tool's own pid     |
 //! | `error`     | one-line errors with their exit status (125, 126, 127)            |
@@ -43,6 +44,7 @@ pub mod deadline;
 pub mod descend;
 pub mod duration;
 pub mod error;
+pub mod events;
 pub mod exit;
 pub mod fork;
 pub mod group;

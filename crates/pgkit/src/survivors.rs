@@ -69,6 +69,20 @@ pub fn survivor(pid: i32, sig: Signal) -> Option<Survivor> {
     })
 }
 
+impl Reason {
+    /// One word, for the event log.
+    pub fn word(self) -> &'static str {
+        match self {
+            Reason::Ignores => "ignores",
+            Reason::Blocks => "blocks",
+            Reason::Catches => "catches",
+            Reason::Uninterruptible => "uninterruptible",
+            Reason::Stopped => "stopped",
+            Reason::Unknown => "unknown",
+        }
+    }
+}
+
 impl Survivor {
     /// `pid 42 (sleep) is still running after the grace: it ignores TERM`.
     pub fn line(&self, sig: Signal) -> String {

@@ -79,6 +79,12 @@ pub fn take_back_from(from: i32) {
     }
 }
 
+/// This process's session id.
+pub fn own_session() -> i32 {
+    // SAFETY: getsid(0) has no preconditions.
+    unsafe { libc::getsid(0) }
+}
+
 /// This process's group id.
 pub fn own_group() -> i32 {
     // SAFETY: getpgrp has no preconditions.

@@ -34,7 +34,7 @@ function __pgwrap_suite_signal_list
     end
 end
 
-set -l with_value -t --timeout -g --grace -s --signal -k --kill-signal --stop-delay --on -f --forward --pdeathsig
+set -l with_value -t --timeout -g --grace -s --signal -k --kill-signal --stop-delay --on -f --forward --pdeathsig --events
 set -l opts "not __pgwrap_suite_command_started $with_value"
 set -l signals 'HUP INT QUIT TERM USR1 USR2 WINCH ALRM CONT PIPE PROF PWR URG IO VTALRM XCPU XFSZ RTMIN RTMAX'
 set -l durations '10s 30s 1m 5m inf'
@@ -46,6 +46,7 @@ complete -c graceful -n $opts -s k -l kill-signal -x -a "KILL $signals" -d 'Sent
 complete -c graceful -n $opts -l stop-delay -x -a '1s 5s 30s' -d 'On a trigger, wait this long before the stop signal'
 complete -c graceful -n $opts -l on -x -a '(__pgwrap_suite_signal_list)' -d 'Signals that trigger the stop'
 complete -c graceful -n $opts -s f -l forward -x -a '(__pgwrap_suite_signal_list)' -d 'Other signals passed on to the group'
+complete -c graceful -n $opts -l events -r -d 'Event log: a descriptor or a file'
 complete -c graceful -n $opts -l pdeathsig -x -a "none KILL $signals" -d 'Signal COMMAND gets if graceful dies'
 complete -c graceful -n $opts -l preserve-status -d 'After the timeout, exit with the status of COMMAND'
 complete -c graceful -n $opts -l foreground -d 'Give COMMAND the terminal'

@@ -34,7 +34,7 @@ function __pgwrap_suite_signal_list
     end
 end
 
-set -l with_value -f --forward -i --ignore -m --map --to --pdeathsig
+set -l with_value -f --forward -i --ignore -m --map --to --pdeathsig --events
 set -l opts "not __pgwrap_suite_command_started $with_value"
 set -l signals 'HUP INT QUIT TERM USR1 USR2 WINCH ALRM CONT PIPE PROF PWR URG IO VTALRM XCPU XFSZ RTMIN RTMAX'
 
@@ -45,6 +45,7 @@ complete -c pgwrap -n $opts -l to -x -a 'group child' -d 'Send to the whole grou
 complete -c pgwrap -n $opts -l setsid -d 'New session instead of a new process group'
 complete -c pgwrap -n $opts -l foreground -d 'Give COMMAND the terminal'
 complete -c pgwrap -n $opts -l no-foreground -d 'Never give COMMAND the terminal'
+complete -c pgwrap -n $opts -l events -r -d 'Event log: a descriptor or a file'
 complete -c pgwrap -n $opts -l pdeathsig -x -a "none KILL $signals" -d 'Signal COMMAND gets if pgwrap dies'
 complete -c pgwrap -n $opts -s v -l verbose -d 'One line on stderr per decision'
 complete -c pgwrap -n $opts -s h -l help -d 'Show the help and exit'

@@ -1,0 +1,310 @@
+//! The machine-readable event log (`--events FD|PATH`): one JSON object per
+//! line, each written with one `write(2)`.
+//!
+//! `{"v":1,"t":<CLOCK_MONOTONIC ns>,"tool":"graceful","pid":N,"event":"...",...}`
+//!
+//! The log never blocks and never ends the tool: the descriptor is made
+//! non-blocking, a line that cannot be written whole (a full pipe, a reader
+//! gone) is counted and dropped, and the count is said once on stderr. Lines
+//! are formatted into a fixed buffer on the stack: nothing is allocated on
+//! the signal path.
+
+use crate::error::{describe, Error};
+use std::cell::{Cell, RefCell};
+use std::fmt::Write as _;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// The schema's version, in every line (`"v":1`).
+pub const VERSION: u32 = 1;
+
+/// The longest line; a longer one is cut at a field boundary it cannot
+/// reach and counted as dropped (no event the tools write comes near it).
+const LINE: usize = 1024;
+
+/// Where the events go.
+pub struct EventLog {
+    fd: OwnedFd,
+    dropped: Cell<u64>,
+    said: Cell<bool>,
+}
+
+thread_local! {
+    static LOG: RefCell<Option<EventLog>> = const { RefCell::new(None) };
+}
+
+/// Open `--events FD|PATH` (checked before anything starts: 125 and one
+/// line if it cannot be used). A number is an open descriptor of the
+/// caller's; anything else a file to create or append to.
+pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
+    let fd = if !target.is_empty() && target.bytes().all(|b| b.is_ascii_digit()) {
+        let n: RawFd = target
+            .parse()
+            .map_err(|_| Error::usage(format!("invalid descriptor '{target}' for {opt}")))?;
+        // F_DUPFD_CLOEXEC: our own close-on-exec copy, so COMMAND does not
+        // get the log through us (it has the caller's descriptor anyway).
+        // SAFETY: fcntl on an integer; an invalid descriptor gives EBADF.
+        let dup = unsafe { libc::fcntl(n, libc::F_DUPFD_CLOEXEC, 3) };
+        if dup < 0 {
+            let e = io::Error::last_os_error();
+            return Err(Error::usage(format!(
+                "descriptor {n} for {opt} is not open ({}): open it in the caller, e.g. {opt} 3 3>events.jsonl",
+                describe(&e)
+            )));
+        }
+        // SAFETY: a new descriptor that nothing else owns.
+        unsafe { OwnedFd::from_raw_fd(dup) }
+    } else {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(target)
+            .map_err(|e| {
+                Error::usage(format!(
+                    "cannot open '{target}' for {opt}: {} (give a writable path or an open descriptor)",
+                    describe(&e)
+                ))
+            })?;
+        OwnedFd::from(file)
+    };
+    // Never wait on the log. The flag is on the open file description,
+    // which the caller may share: documented in the man pages.
+    // SAFETY: fcntl with integer arguments on our descriptor.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+    Ok(EventLog {
+        fd,
+        dropped: Cell::new(0),
+        said: Cell::new(false),
+    })
+}
+
+/// Make `log` the process's event log.
+pub fn install(log: EventLog) {
+    LOG.with(|l| *l.borrow_mut() = Some(log));
+}
+
+/// Whether an event log is open (to skip building events nobody reads).
+pub fn enabled() -> bool {
+    LOG.with(|l| l.borrow().is_some())
+}
+
+/// A field's value.
+pub enum Value<'a> {
+    Int(i64),
+    Str(&'a str),
+    Bool(bool),
+}
+
+/// A line being built in a fixed buffer.
+struct Line {
+    buf: [u8; LINE],
+    len: usize,
+    overflow: bool,
+}
+
+impl std::fmt::Write for Line {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            self.overflow = true;
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// `s` as a JSON string body (quotes added by the caller).
+fn escaped(out: &mut Line, s: &str) -> std::fmt::Result {
+    for c in s.chars() {
+        match c {
+            '"' => out.write_str("\\\"")?,
+            '\\' => out.write_str("\\\\")?,
+            c if (c as u32) < 0x20 => write!(out, "\\u{:04x}", c as u32)?,
+            c => out.write_char(c)?,
+        }
+    }
+    Ok(())
+}
+
+fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// Format one event line: the common fields, then `fields` in order.
+fn format(event: &str, fields: &[(&str, Value<'_>)]) -> Option<Line> {
+    let mut line = Line {
+        buf: [0; LINE],
+        len: 0,
+        overflow: false,
+    };
+    let ok = (|| -> std::fmt::Result {
+        write!(
+            line,
+            "{{\"v\":{VERSION},\"t\":{},\"tool\":\"{}\",\"pid\":{},\"event\":\"",
+            monotonic_ns(),
+            crate::log::tool(),
+            std::process::id()
+        )?;
+        escaped(&mut line, event)?;
+        line.write_str("\"")?;
+        for (key, value) in fields {
+            write!(line, ",\"{key}\":")?;
+            match value {
+                Value::Int(n) => write!(line, "{n}")?,
+                Value::Bool(b) => write!(line, "{b}")?,
+                Value::Str(s) => {
+                    line.write_str("\"")?;
+                    escaped(&mut line, s)?;
+                    line.write_str("\"")?;
+                }
+            }
+        }
+        line.write_str("}\n")
+    })();
+    (ok.is_ok() && !line.overflow).then_some(line)
+}
+
+/// Write one event, if a log is open: one `write(2)`, never waited on.
+pub fn emit(event: &str, fields: &[(&str, Value<'_>)]) {
+    LOG.with(|l| {
+        let l = l.borrow();
+        let Some(log) = l.as_ref() else {
+            return;
+        };
+        let written = format(event, fields).is_some_and(|line| {
+            // SAFETY: write from our buffer to our descriptor.
+            let n = unsafe { libc::write(log.fd.as_raw_fd(), line.buf.as_ptr().cast(), line.len) };
+            n == line.len as isize
+        });
+        if !written {
+            log.dropped.set(log.dropped.get() + 1);
+            if !log.said.replace(true) {
+                crate::warn!(
+                    "the event log cannot take an event (full, closed or too long): dropping it \
+                     and counting; the count is given at exit"
+                );
+            }
+        }
+    });
+}
+
+/// The events that could not be written, for the last line.
+pub fn dropped() -> u64 {
+    LOG.with(|l| l.borrow().as_ref().map_or(0, |log| log.dropped.get()))
+}
+
+/// `started`: COMMAND's pid, its group and session.
+pub fn started(pid: i32, pgid: i32, sid: i32) {
+    emit(
+        "started",
+        &[
+            ("child", Value::Int(pid.into())),
+            ("pgid", Value::Int(pgid.into())),
+            ("sid", Value::Int(sid.into())),
+        ],
+    );
+}
+
+/// `signal`: a signal received, its sender and what became of it
+/// (`forwarded`, `mapped`, `dropped`, `trigger`, `job-control`).
+pub fn signal(sig: crate::Signal, from: i32, action: &str, out: Option<crate::Signal>) {
+    if !enabled() {
+        return;
+    }
+    let mut name = Line {
+        buf: [0; LINE],
+        len: 0,
+        overflow: false,
+    };
+    let _ = write!(name, "{sig}");
+    let name = std::str::from_utf8(&name.buf[..name.len]).unwrap_or("");
+    let mapped = out.filter(|&o| o != sig);
+    let fields = [
+        ("signal", Value::Int(sig.raw().into())),
+        ("name", Value::Str(name)),
+        ("from", Value::Int(from.into())),
+        ("action", Value::Str(action)),
+        ("as", Value::Int(mapped.map_or(0, |o| o.raw().into()))),
+    ];
+    // No allocation: the optional field is a slice away.
+    emit("signal", &fields[..if mapped.is_some() { 5 } else { 4 }]);
+}
+
+/// `reaped`: a child reaped, with its status as a shell reports it.
+pub fn reaped(pid: i32, status: crate::Status) {
+    emit(
+        "reaped",
+        &[
+            ("child", Value::Int(pid.into())),
+            ("status", Value::Int(status.shell_code().into())),
+        ],
+    );
+}
+
+/// `exit`: the tool's own status as a shell will report it, and why.
+pub fn exit(status: i32, cause: &str) {
+    let dropped = dropped();
+    emit(
+        "exit",
+        &[
+            ("status", Value::Int(status.into())),
+            ("cause", Value::Str(cause)),
+            ("dropped", Value::Int(dropped as i64)),
+        ],
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_json_with_the_common_fields() {
+        let line = format(
+            "signal",
+            &[
+                ("signal", Value::Int(15)),
+                ("name", Value::Str("TERM")),
+                ("note", Value::Str("a \"quoted\"\nline\\")),
+                ("forwarded", Value::Bool(true)),
+            ],
+        )
+        .unwrap();
+        let text = std::str::from_utf8(&line.buf[..line.len]).unwrap();
+        assert!(text.starts_with("{\"v\":1,\"t\":"), "{text}");
+        assert!(text.contains("\"event\":\"signal\",\"signal\":15,\"name\":\"TERM\""));
+        assert!(
+            text.contains(r#""note":"a \"quoted\"\u000aline\\""#),
+            "{text}"
+        );
+        assert!(text.ends_with(",\"forwarded\":true}\n"));
+        assert_eq!(text.matches('\n').count(), 1);
+    }
+
+    #[test]
+    fn a_line_too_long_is_not_written() {
+        let long = "x".repeat(LINE);
+        assert!(format("signal", &[("name", Value::Str(&long))]).is_none());
+    }
+
+    #[test]
+    fn bad_targets_are_refused() {
+        assert!(open("987654", "--events").is_err());
+        assert!(open("/nonexistent-dir/x/events", "--events").is_err());
+    }
+}
