@@ -7,7 +7,9 @@
 //! `kill(pid)` nor `kill(-pgid)` can ever hit a stranger. Exits are learnt
 //! with `waitid(WNOWAIT)`, which reads the status and leaves the zombie.
 
+use crate::pidfd;
 use crate::signal::Signal;
+use rustix::process::Pid;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -55,7 +57,7 @@ pub enum Job {
 
 /// COMMAND, started by `spawn` as the leader of a new group or session.
 pub struct Child {
-    pid: i32,
+    pid: Pid,
     pidfd: Option<OwnedFd>,
     exit: Option<Status>,
     reaped: bool,
@@ -126,7 +128,7 @@ pub(crate) fn exit_status(info: &WaitInfo) -> Status {
 }
 
 impl Child {
-    pub(crate) fn new(pid: i32, pidfd: Option<OwnedFd>) -> Child {
+    pub(crate) fn new(pid: Pid, pidfd: Option<OwnedFd>) -> Child {
         Child {
             pid,
             pidfd,
@@ -144,22 +146,20 @@ impl Child {
     /// the id of the group it leads, are pinned as for a started child,
     /// until [`Child::reap`].
     pub fn adopt(pid: i32) -> Option<Child> {
-        if pid <= 0 {
-            return None;
-        }
+        let pid = Pid::from_raw(pid)?;
         // ECHILD: not our child (any more, or never).
         waitid(
             libc::P_PID,
-            pid as libc::id_t,
+            pid.as_raw_pid() as libc::id_t,
             libc::WEXITED | libc::WNOWAIT,
         )
         .ok()?;
-        Some(Child::new(pid, crate::descend::pidfd_open(pid).ok()))
+        Some(Child::new(pid, pidfd::open_pinned(pid)))
     }
 
     /// COMMAND's pid, which is also its process group's id.
     pub fn pid(&self) -> i32 {
-        self.pid
+        self.pid.as_raw_pid()
     }
 
     /// The pidfd, readable once COMMAND has exited (absent on kernels
@@ -185,27 +185,14 @@ impl Child {
         if self.reaped {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
-        let r = match (target, &self.pidfd) {
-            (Target::Child, Some(fd)) => match crate::descend::pidfd_signal(fd, sig) {
-                Ok(()) => 0,
-                // A seccomp filter may refuse the pidfd call itself (EPERM,
-                // ENOSYS): the pid is pinned by our unreaped child anyway.
-                Err(e) if crate::descend::no_pidfd(&e) => {
-                    // SAFETY: kill with our own unreaped child's pid.
-                    unsafe { libc::kill(self.pid, sig.raw()) }
-                }
-                Err(e) => return Err(e),
-            },
-            // SAFETY: kill with our own unreaped child's pid.
-            (Target::Child, None) => unsafe { libc::kill(self.pid, sig.raw()) },
-            // SAFETY: the group's leader is our unreaped child, so the id is
-            // still that group's.
-            (Target::Group, _) => unsafe { libc::kill(-self.pid, sig.raw()) },
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
+        match target {
+            // Without a pidfd, or where a seccomp filter refuses the pidfd
+            // call itself, kill: the pid is pinned by our unreaped child.
+            Target::Child => pidfd::send_or_kill(self.pidfd(), self.pid, sig),
+            // The group's leader is our unreaped child, so the id is still
+            // that group's.
+            Target::Group => crate::signal::kill(-self.pid(), sig),
         }
-        Ok(())
     }
 
     /// Has COMMAND exited? Reads the status without reaping
@@ -215,7 +202,7 @@ impl Child {
     pub fn poll_exit(&mut self) -> Option<Status> {
         if self.exit.is_none() && !self.reaped {
             let flags = libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOWAIT;
-            match waitid(libc::P_PID, self.pid as libc::id_t, flags) {
+            match waitid(libc::P_PID, self.pid() as libc::id_t, flags) {
                 Ok(Some(info)) if is_job(&info) => {
                     // Taken from the kernel now, or it would be seen twice.
                     self.job = self.ask_job().or(self.job);
@@ -238,7 +225,7 @@ impl Child {
     fn lost(&mut self) {
         crate::warn!(
             "COMMAND (pid {}) was reaped behind the tool's back: its exit status is lost",
-            self.pid
+            self.pid()
         );
         self.exit = Some(Status::Exited(crate::error::TOOL_FAILED));
         self.reaped = true;
@@ -263,7 +250,7 @@ impl Child {
     /// `waitid(WSTOPPED | WCONTINUED)`: take the next stop or continue.
     fn ask_job(&self) -> Option<Job> {
         let flags = libc::WSTOPPED | libc::WCONTINUED;
-        match waitid(libc::P_PID, self.pid as libc::id_t, flags) {
+        match waitid(libc::P_PID, self.pid() as libc::id_t, flags) {
             Ok(Some(info)) if info.code == libc::CLD_CONTINUED => Some(Job::Continued),
             Ok(Some(info)) => Signal::from_raw(info.status).map(Job::Stopped),
             _ => None,
@@ -274,7 +261,7 @@ impl Child {
     pub fn reap(&mut self) -> Option<Status> {
         let status = self.poll_exit()?;
         if !self.reaped {
-            match waitid(libc::P_PID, self.pid as libc::id_t, libc::WEXITED) {
+            match waitid(libc::P_PID, self.pid() as libc::id_t, libc::WEXITED) {
                 // Reaped now, or by someone else already: either way gone.
                 Ok(Some(_)) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {}

@@ -8,6 +8,8 @@
 //! reaches end of file.
 
 use crate::child::Child;
+use crate::pidfd;
+use rustix::process::Pid;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 
@@ -21,7 +23,10 @@ pub fn fork() -> io::Result<Option<Child>> {
     match pid {
         -1 => Err(io::Error::last_os_error()),
         0 => Ok(None),
-        pid => Ok(Some(Child::new(pid, crate::descend::pidfd_open(pid).ok()))),
+        pid => {
+            let pid = Pid::from_raw(pid).expect("fork returns a positive pid to the parent");
+            Ok(Some(Child::new(pid, pidfd::open_pinned(pid))))
+        }
     }
 }
 

@@ -14,6 +14,7 @@
 //! | `reap`      | reaping adopted children (subreaper and PID 1)                    |
 //! | `procfs`    | `/proc` files read and parsed as bytes; is `/proc` ours?          |
 //! | `descend`   | finding and signalling every descendant, escapees included        |
+//! | `pidfd`     | pidfds: opened (with the fallbacks), and signals sent through them |
 //! | `fork`      | a second process of the tool, and the pipes that link the two     |
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
@@ -47,6 +48,7 @@ pub mod fork;
 pub mod group;
 pub mod log;
 pub mod notify;
+pub mod pidfd;
 pub mod poll;
 pub mod procfs;
 pub mod reap;

@@ -10,6 +10,7 @@
 //! them by number.
 
 use std::fmt;
+use std::io;
 
 /// A valid signal number: 1..=SIGRTMAX (the C library's reserved 32 and 33
 /// included).
@@ -320,6 +321,20 @@ impl fmt::Display for SigSet {
         }
         Ok(())
     }
+}
+
+/// `kill(2)`: `sig` to `pid`, to the group `-pgid`, or (`-1`) to every
+/// process the caller may signal. A raw call with the engine's own
+/// [`Signal`], not rustix's `kill_process`: rustix's `Signal` may not carry a
+/// signal the C library reserves (32 and 33), which the tools send like any
+/// other (see [`crate::pidfd`]). Whether `pid` can still name the process
+/// meant is the caller's to make sure of.
+pub fn kill(pid: i32, sig: Signal) -> io::Result<()> {
+    // SAFETY: kill takes two integers and touches no memory of ours.
+    if unsafe { libc::kill(pid, sig.raw()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,8 +18,10 @@
 
 use crate::child::Child;
 use crate::error::{describe, Error, CANNOT_EXEC, NOT_FOUND};
+use crate::pidfd;
 use crate::signal::Signal;
 use crate::startup::{Restorer, Startup};
+use rustix::process::Pid;
 use std::cell::Cell;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
@@ -127,7 +129,8 @@ impl Spawn {
         }
         // Without CLONE_PIDFD (older kernels): a pidfd of the unreaped child,
         // or none, and SIGCHLD alone watches it.
-        let pidfd = pidfd.or_else(|| crate::descend::pidfd_open(pid).ok());
+        let pid = Pid::from_raw(pid).expect("clone returns a positive pid to the parent");
+        let pidfd = pidfd.or_else(|| pidfd::open_pinned(pid));
         Ok(Child::new(pid, pidfd))
     }
 
