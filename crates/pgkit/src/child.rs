@@ -9,7 +9,7 @@
 
 use crate::pidfd;
 use crate::signal::Signal;
-use rustix::process::Pid;
+use rustix::process::{Pid, WaitId, WaitIdOptions, WaitIdStatus};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -69,61 +69,31 @@ pub struct Child {
     job_looked: bool,
 }
 
-/// One `waitid` result: the pid, `si_code` and `si_status`.
-pub(crate) struct WaitInfo {
-    pub pid: i32,
-    pub code: i32,
-    pub status: i32,
-}
-
-/// `waitid(idtype, id, flags | WNOHANG)`: `None` when nothing is ready.
-pub(crate) fn waitid(
-    idtype: libc::idtype_t,
-    id: libc::id_t,
-    flags: i32,
-) -> io::Result<Option<WaitInfo>> {
+/// `waitid(P_PID, pid, options | WNOHANG)`, EINTR retried: `None` when
+/// there is nothing to report yet.
+pub(crate) fn waitid(pid: Pid, options: WaitIdOptions) -> io::Result<Option<WaitIdStatus>> {
     loop {
-        // SAFETY: siginfo_t is plain old data and waitid fills it in.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `info` is a valid, writable siginfo_t.
-        let r = unsafe { libc::waitid(idtype, id, &mut info, flags | libc::WNOHANG) };
-        if r < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match rustix::process::waitid(WaitId::Pid(pid), options | WaitIdOptions::NOHANG) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return Ok(r?),
         }
-        // SAFETY: after a successful waitid the child fields are initialised
-        // (si_pid is 0 when WNOHANG found nothing).
-        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
-        if pid == 0 {
-            return Ok(None);
-        }
-        return Ok(Some(WaitInfo {
-            pid,
-            code: info.si_code,
-            status,
-        }));
     }
 }
 
 /// Whether a `waitid` result is a stop or continue (not an exit).
-fn is_job(info: &WaitInfo) -> bool {
-    matches!(
-        info.code,
-        libc::CLD_STOPPED | libc::CLD_CONTINUED | libc::CLD_TRAPPED
-    )
+fn is_job(s: &WaitIdStatus) -> bool {
+    s.stopped() || s.continued() || s.trapped()
 }
 
 /// Decode an exit from `waitid`.
-pub(crate) fn exit_status(info: &WaitInfo) -> Status {
-    match info.code {
-        libc::CLD_EXITED => Status::Exited(info.status),
-        _ => match Signal::from_raw(info.status) {
-            Some(s) => Status::Signaled(s),
-            None => Status::Exited(128 + info.status),
-        },
+pub(crate) fn exit_status(s: &WaitIdStatus) -> Status {
+    if let Some(code) = s.exit_status() {
+        return Status::Exited(code);
+    }
+    let n = s.terminating_signal().unwrap_or(0);
+    match Signal::from_raw(n) {
+        Some(sig) => Status::Signaled(sig),
+        None => Status::Exited(128 + n),
     }
 }
 
@@ -148,12 +118,7 @@ impl Child {
     pub fn adopt(pid: i32) -> Option<Child> {
         let pid = Pid::from_raw(pid)?;
         // ECHILD: not our child (any more, or never).
-        waitid(
-            libc::P_PID,
-            pid.as_raw_pid() as libc::id_t,
-            libc::WEXITED | libc::WNOWAIT,
-        )
-        .ok()?;
+        waitid(pid, WaitIdOptions::EXITED | WaitIdOptions::NOWAIT).ok()?;
         Some(Child::new(pid, pidfd::open_pinned(pid)))
     }
 
@@ -201,8 +166,11 @@ impl Child {
     /// [`Child::poll_job`]: one system call for both questions.
     pub fn poll_exit(&mut self) -> Option<Status> {
         if self.exit.is_none() && !self.reaped {
-            let flags = libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOWAIT;
-            match waitid(libc::P_PID, self.pid() as libc::id_t, flags) {
+            let options = WaitIdOptions::EXITED
+                | WaitIdOptions::STOPPED
+                | WaitIdOptions::CONTINUED
+                | WaitIdOptions::NOWAIT;
+            match waitid(self.pid, options) {
                 Ok(Some(info)) if is_job(&info) => {
                     // Taken from the kernel now, or it would be seen twice.
                     self.job = self.ask_job().or(self.job);
@@ -249,10 +217,11 @@ impl Child {
 
     /// `waitid(WSTOPPED | WCONTINUED)`: take the next stop or continue.
     fn ask_job(&self) -> Option<Job> {
-        let flags = libc::WSTOPPED | libc::WCONTINUED;
-        match waitid(libc::P_PID, self.pid() as libc::id_t, flags) {
-            Ok(Some(info)) if info.code == libc::CLD_CONTINUED => Some(Job::Continued),
-            Ok(Some(info)) => Signal::from_raw(info.status).map(Job::Stopped),
+        match waitid(self.pid, WaitIdOptions::STOPPED | WaitIdOptions::CONTINUED) {
+            Ok(Some(s)) if s.continued() => Some(Job::Continued),
+            Ok(Some(s)) => {
+                Signal::from_raw(s.stopping_signal().or(s.trapping_signal())?).map(Job::Stopped)
+            }
             _ => None,
         }
     }
@@ -261,7 +230,7 @@ impl Child {
     pub fn reap(&mut self) -> Option<Status> {
         let status = self.poll_exit()?;
         if !self.reaped {
-            match waitid(libc::P_PID, self.pid() as libc::id_t, libc::WEXITED) {
+            match waitid(self.pid, WaitIdOptions::EXITED) {
                 // Reaped now, or by someone else already: either way gone.
                 Ok(Some(_)) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {}

@@ -29,10 +29,9 @@
 //! Without a usable `/proc` the walk returns `None` and the caller falls
 //! back (COMMAND's group, or `kill(-1)` as PID 1).
 
-use crate::child::waitid;
 use crate::signal::{self, Signal};
 use crate::{pidfd, procfs};
-use rustix::process::Pid;
+use rustix::process::{Pid, WaitId, WaitIdOptions};
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::AsFd;
@@ -112,8 +111,11 @@ pub fn children() -> Option<Vec<i32>> {
 /// Whether this process has any child at all, running or exited
 /// (`waitid` answers `ECHILD` when it has none).
 pub fn has_children() -> bool {
-    let flags = libc::WEXITED | libc::WNOWAIT;
-    !matches!(waitid(libc::P_ALL, 0, flags), Err(e) if e.raw_os_error() == Some(libc::ECHILD))
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT | WaitIdOptions::NOHANG;
+    !matches!(
+        rustix::process::waitid(WaitId::All, options),
+        Err(rustix::io::Errno::CHILD)
+    )
 }
 
 /// What became of a signal meant for a descendant.
