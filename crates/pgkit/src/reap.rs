@@ -74,11 +74,11 @@ fn exited_child() -> io::Result<Option<Pid>> {
 /// `prctl(PR_SET_CHILD_SUBREAPER)`: orphans among our descendants are
 /// re-parented to us (not to init), so we see their exits and can reap them.
 pub fn become_subreaper() -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // rustix passes the pid as the prctl argument: any pid (non-zero) sets
+    // the attribute, `None` clears it.
+    Ok(rustix::process::set_child_subreaper(Some(
+        rustix::process::getpid(),
+    ))?)
 }
 
 /// Whether this process is PID 1 of its PID namespace (init: no default
