@@ -61,10 +61,10 @@ pub struct Child {
     pidfd: Option<OwnedFd>,
     exit: Option<Status>,
     reaped: bool,
-    /// A stop or continue found by the last [`Child::poll_exit`], for
+    /// A stop or continue found by the last [`Child::peek_exit`], for
     /// [`Child::poll_job`].
     job: Option<Job>,
-    /// The last `poll_exit` also looked for stops and continues, so the
+    /// The last `peek_exit` also looked for stops and continues, so the
     /// next `poll_job` need not ask the kernel again.
     job_looked: bool,
 }
@@ -160,11 +160,11 @@ impl Child {
         }
     }
 
-    /// Has COMMAND exited? Reads the status without reaping
-    /// (`waitid(WEXITED | WNOWAIT)`), so the pid stays pinned. The same call
-    /// also looks for a stop or continue, kept for the next
+    /// Has COMMAND exited? Never waits: reads the status without reaping
+    /// (`waitid(WEXITED | WNOWAIT | WNOHANG)`), so the pid stays pinned. The
+    /// same call also looks for a stop or continue, kept for the next
     /// [`Child::poll_job`]: one system call for both questions.
-    pub fn poll_exit(&mut self) -> Option<Status> {
+    pub fn peek_exit(&mut self) -> Option<Status> {
         if self.exit.is_none() && !self.reaped {
             let options = WaitIdOptions::EXITED
                 | WaitIdOptions::STOPPED
@@ -183,6 +183,12 @@ impl Child {
             }
         }
         self.exit
+    }
+
+    /// The old name of [`Child::peek_exit`] (it never called `poll(2)`), kept
+    /// for callers not yet moved over.
+    pub fn poll_exit(&mut self) -> Option<Status> {
+        self.peek_exit()
     }
 
     /// COMMAND is no longer our child to wait for: something reaped it
@@ -228,7 +234,7 @@ impl Child {
 
     /// Reap COMMAND once it has exited; from now on nothing is signalled.
     pub fn reap(&mut self) -> Option<Status> {
-        let status = self.poll_exit()?;
+        let status = self.peek_exit()?;
         if !self.reaped {
             match waitid(self.pid, WaitIdOptions::EXITED) {
                 // Reaped now, or by someone else already: either way gone.

@@ -29,18 +29,15 @@
 //! Without a usable `/proc` the walk returns `None` and the caller falls
 //! back (COMMAND's group, or `kill(-1)` as PID 1).
 
+use crate::pidfd;
+use crate::procfs::{self, own_pid};
 use crate::signal::{self, Signal};
-use crate::{pidfd, procfs};
 use rustix::process::{Pid, WaitId, WaitIdOptions};
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::AsFd;
 
 pub use crate::procfs::{children_of, stat, usable, Proc};
-
-fn own_pid() -> i32 {
-    std::process::id() as i32
-}
 
 /// Every descendant of this process (children first, then theirs, ...),
 /// zombies included. `None` if `/proc` is not usable.

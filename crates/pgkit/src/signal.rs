@@ -291,6 +291,26 @@ impl SigSet {
         self.0
     }
 
+    /// TERM, INT, HUP, QUIT: the signals that ask a job to stop. graceful
+    /// stops on them (`--on`), reap starts its grace on them, and a stopped
+    /// COMMAND is continued so it can act on one.
+    pub fn stop_requests() -> SigSet {
+        SigSet::of(&[Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT])
+    }
+
+    /// USR1, USR2, WINCH: the signals that ask a running job for something
+    /// other than a stop (by convention: reopen the logs, reload, the
+    /// terminal's new size). graceful passes them on by default.
+    pub fn notices() -> SigSet {
+        SigSet::of(&[Signal::USR1, Signal::USR2, Signal::WINCH])
+    }
+
+    /// [`SigSet::stop_requests`] and [`SigSet::notices`]: what pgwrap and
+    /// reap pass on unless `--forward` says otherwise.
+    pub fn requests() -> SigSet {
+        SigSet::stop_requests().union(SigSet::notices())
+    }
+
     /// Every signal a tool may block and read from its `signalfd`: all but
     /// KILL and STOP (which cannot be blocked) and the fault signals (which
     /// must keep killing the tool if it crashes). The terminal's stop

@@ -119,8 +119,7 @@ impl Spawn {
             parent: rustix::process::getpid(),
             failure: Failure::default(),
         };
-        let (pid, pidfd) = clone_vfork(&job)
-            .map_err(|e| Error::usage(format!("unable to start a process: {}", describe(&e))))?;
+        let (pid, pidfd) = clone_vfork(&job).map_err(|e| Error::sys("start a process", e))?;
         if job.failure.errno.get() != 0 {
             // The child failed before or at exec and has exited: reap it.
             let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
@@ -246,7 +245,7 @@ impl Spawn {
             Stage::Exec => "",
         };
         if !what.is_empty() {
-            return Error::usage(format!("unable to {what} for '{name}': {}", describe(&err)));
+            return Error::sys(&format!("{what} for '{name}'"), err);
         }
         match failure.errno.get() {
             libc::ENOENT => Error {
