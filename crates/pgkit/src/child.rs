@@ -116,7 +116,7 @@ impl Child {
     /// the id of the group it leads, are pinned as for a started child,
     /// until [`Child::reap`].
     pub fn adopt(pid: i32) -> Option<Child> {
-        let pid = Pid::from_raw(pid)?;
+        let pid = crate::typed_pid(pid)?;
         // ECHILD: not our child (any more, or never).
         waitid(pid, WaitIdOptions::EXITED | WaitIdOptions::NOWAIT).ok()?;
         Some(Child::new(pid, pidfd::open_pinned(pid)))

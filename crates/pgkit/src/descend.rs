@@ -32,7 +32,7 @@
 use crate::pidfd;
 use crate::procfs::{self, own_pid};
 use crate::signal::{self, Signal};
-use rustix::process::{Pid, WaitId, WaitIdOptions};
+use rustix::process::{WaitId, WaitIdOptions};
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::AsFd;
@@ -138,7 +138,7 @@ pub fn signal(p: &Proc, sig: Signal, tree: &HashSet<i32>) -> io::Result<Sent> {
         // Our own unreaped child: the pid is pinned until we reap it.
         return gone_or(signal::kill(p.pid, sig));
     }
-    let Some(pid) = Pid::from_raw(p.pid) else {
+    let Some(pid) = crate::typed_pid(p.pid) else {
         return Ok(Sent::Gone);
     };
     let fd = match pidfd::open(pid) {

@@ -10,7 +10,6 @@
 use crate::child::Child;
 use crate::pidfd;
 use rustix::pipe::PipeFlags;
-use rustix::process::Pid;
 use std::io;
 use std::os::fd::OwnedFd;
 
@@ -26,7 +25,7 @@ pub fn fork() -> io::Result<Option<Child>> {
         -1 => Err(io::Error::last_os_error()),
         0 => Ok(None),
         pid => {
-            let pid = Pid::from_raw(pid).expect("fork returns a positive pid to the parent");
+            let pid = crate::typed_pid(pid).expect("fork returns a positive pid to the parent");
             Ok(Some(Child::new(pid, pidfd::open_pinned(pid))))
         }
     }

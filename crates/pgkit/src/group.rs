@@ -17,7 +17,6 @@
 //! the walk then finds.
 
 use crate::{pidfd, procfs};
-use rustix::process::Pid;
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 
@@ -50,7 +49,7 @@ pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
             continue;
         }
         if seen.pgid == pgid && pid != leader {
-            let pidfd = Pid::from_raw(pid).and_then(|pid| pidfd::open(pid).ok());
+            let pidfd = crate::typed_pid(pid).and_then(|pid| pidfd::open(pid).ok());
             // Read again after opening: the same start time means the pidfd
             // names the process the walk saw, not a later owner of the pid.
             let now = procfs::stat(pid);

@@ -64,6 +64,17 @@ pub use duration::Timeout;
 pub use error::Error;
 pub use signal::{SigSet, Signal};
 
+/// `raw` as rustix's `Pid`: `None` for 0 and for the negative values that
+/// stand for a group or for every process. (rustix's own `Pid::from_raw`
+/// asserts `raw >= 0`, and its `getpgrp` assumes the answer is not 0.)
+pub(crate) fn typed_pid(raw: i32) -> Option<rustix::process::Pid> {
+    if raw > 0 {
+        rustix::process::Pid::from_raw(raw)
+    } else {
+        None
+    }
+}
+
 /// Define the program's entry point: `pgkit::main!(run)` with
 /// `fn run() -> !`, in a binary marked `#![cfg_attr(not(test), no_main)]`
 /// (a unit-test build keeps the test harness's own `main`).

@@ -33,7 +33,7 @@ pub fn reap_except(keep: Option<i32>) -> io::Result<Vec<(i32, Status)>> {
         // `keep` is a zombie and waitid(P_ALL) will keep naming it first:
         // reap the others by pid, found in /proc.
         for other in crate::procfs::own_children().unwrap_or_default() {
-            match Pid::from_raw(other) {
+            match crate::typed_pid(other) {
                 Some(other) if other != pid => {
                     let _ = reap(other);
                 }
@@ -67,7 +67,7 @@ fn exited_child() -> io::Result<Option<Pid>> {
         }
         // SAFETY: after a successful waitid the child fields are initialised
         // (si_pid stays 0 when WNOHANG found nothing).
-        return Ok(Pid::from_raw(unsafe { info.si_pid() }));
+        return Ok(crate::typed_pid(unsafe { info.si_pid() }));
     }
 }
 

@@ -481,7 +481,7 @@ fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(Pid, Option<OwnedFd>)> {
     let err = io::Error::last_os_error();
     // SAFETY: the child no longer runs on this stack.
     unsafe { libc::munmap(stack, CHILD_STACK) };
-    let Some(pid) = Pid::from_raw(pid) else {
+    let Some(pid) = crate::typed_pid(pid) else {
         return Err(err);
     };
     // SAFETY: a new close-on-exec descriptor from CLONE_PIDFD, owned by us.

@@ -4,7 +4,7 @@
 //! The tool keeps SIGTTOU blocked, so `tcsetpgrp` from a background group
 //! succeeds instead of stopping the tool.
 
-use rustix::process::{getpgrp, getpid, Pid};
+use rustix::process::{getpid, Pid};
 use rustix::stdio::stdin;
 use rustix::termios::{isatty, tcgetpgrp, tcsetpgrp};
 
@@ -53,7 +53,7 @@ pub fn is_tty() -> bool {
 /// Whether stdin is a terminal and this process's group is its foreground
 /// group (the case in which tini and the `auto` default hand it over).
 pub fn we_are_foreground() -> bool {
-    is_tty() && tcgetpgrp(stdin()).is_ok_and(|pgid| pgid == getpgrp())
+    is_tty() && tcgetpgrp(stdin()).is_ok_and(|pgid| pgid.as_raw_pid() == own_group())
 }
 
 /// The terminal's foreground group, if stdin is a terminal.
@@ -63,7 +63,7 @@ pub fn foreground_group() -> Option<i32> {
 
 /// Make `pgid` the foreground group of the terminal on stdin.
 pub fn give_to(pgid: i32) -> std::io::Result<()> {
-    let pgid = Pid::from_raw(pgid).ok_or(rustix::io::Errno::INVAL)?;
+    let pgid = crate::typed_pid(pgid).ok_or(rustix::io::Errno::INVAL)?;
     Ok(tcsetpgrp(stdin(), pgid)?)
 }
 
@@ -77,7 +77,11 @@ pub fn take_back_from(from: i32) {
 
 /// This process's group id.
 pub fn own_group() -> i32 {
-    getpgrp().as_raw_pid()
+    // libc's getpgrp, not rustix's: rustix's assumes a group id above 0, but
+    // a process whose group leader lives in an ancestor PID namespace (one
+    // entered with `nsenter --pid`) gets 0.
+    // SAFETY: getpgrp takes no argument and cannot fail.
+    unsafe { libc::getpgrp() }
 }
 
 /// Stop this process with `sig` (TSTP, TTIN or TTOU, default action), the way
