@@ -90,11 +90,11 @@ impl Config {
 }
 
 pub fn default_on() -> SigSet {
-    SigSet::of(&[Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT])
+    SigSet::stop_requests()
 }
 
 pub fn default_forward() -> SigSet {
-    SigSet::of(&[Signal::USR1, Signal::USR2, Signal::WINCH])
+    SigSet::notices()
 }
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {

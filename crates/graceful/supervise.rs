@@ -106,7 +106,7 @@ impl<'a> Supervisor<'a> {
         if self.child.exit_status().is_some() {
             return;
         }
-        if let Some(status) = self.child.poll_exit() {
+        if let Some(status) = self.child.peek_exit() {
             verbose!("COMMAND {status}");
             self.machine.on(Event::LeaderExited, Instant::now());
             return;

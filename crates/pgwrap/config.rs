@@ -1,7 +1,7 @@
 //! pgwrap's command line: lexopt loop -> validated `Config`.
 
 use lexopt::Arg::{Long, Short};
-use pgkit::cli::{self, default_forward, Flow, Parsed};
+use pgkit::cli::{self, Flow, Parsed};
 pub use pgkit::tty::Foreground;
 use pgkit::{Error, SigSet, Signal, Target};
 use std::ffi::OsString;
@@ -120,7 +120,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             set.insert(from);
             set
         });
-    let forward = forward.unwrap_or_else(default_forward).minus(ignore);
+    let forward = forward.unwrap_or_else(SigSet::requests).minus(ignore);
     let forward = cli::catchable(forward, "--forward")?;
     for &(from, _) in &map {
         cli::catchable(SigSet::of(&[from]), "--map")?;
@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn defaults() {
         let c = run("sleep 1").unwrap();
-        assert_eq!(c.forward, default_forward());
+        assert_eq!(c.forward, SigSet::requests());
         assert_eq!(c.to, Target::Group);
         assert_eq!(c.foreground, Foreground::Auto);
         assert_eq!(c.pdeathsig, Some(Signal::KILL));

@@ -81,7 +81,7 @@ fn run() -> ! {
             // reaped as they exit; COMMAND stays pinned for its group.
             let _ = reap::reap_except(Some(child.pid()));
         }
-        if let Some(status) = child.poll_exit() {
+        if let Some(status) = child.peek_exit() {
             break status;
         }
         match child.poll_job() {
@@ -163,8 +163,7 @@ fn pass_on(
     }
     // A stopped process acts on nothing but KILL until continued; as
     // systemd and timeout(1) do, continue it so it can act on a stop request.
-    let stop_request = [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT];
-    if stopped && stop_request.contains(&out) {
+    if stopped && SigSet::stop_requests().contains(out) {
         let _ = child.signal(config.to, Signal::CONT);
     }
 }

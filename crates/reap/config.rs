@@ -1,7 +1,7 @@
 //! reap's command line: lexopt loop -> validated `Config`.
 
 use lexopt::Arg::{Long, Short};
-use pgkit::cli::{self, default_forward, Flow, Parsed};
+use pgkit::cli::{self, Flow, Parsed};
 pub use pgkit::tty::Foreground;
 use pgkit::{Error, SigSet, Signal, Timeout};
 use std::ffi::OsString;
@@ -62,7 +62,7 @@ pub struct Config {
 
 /// The signals that ask reap to stop (passed on, they start the grace).
 pub fn stop_requests() -> SigSet {
-    SigSet::of(&[Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT])
+    SigSet::stop_requests()
 }
 
 impl Config {
@@ -127,7 +127,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     }
     let command = command.ok_or_else(cli::missing_command)?;
     let named = forward.unwrap_or(SigSet::EMPTY);
-    let forward = cli::catchable(forward.unwrap_or_else(default_forward), "--forward")?;
+    let forward = cli::catchable(forward.unwrap_or_else(SigSet::requests), "--forward")?;
     if cleanup.is_none() {
         for (given, opt) in [
             (exec_cleanup, "--exec-cleanup"),
@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn defaults() {
         let c = run("sleep 1").unwrap();
-        assert_eq!(c.forward, default_forward());
+        assert_eq!(c.forward, SigSet::requests());
         assert_eq!(c.cleanup, None);
         assert_eq!(c.grace, Timeout::After(Duration::from_secs(5)));
         assert_eq!(c.signal, Signal::TERM);

@@ -197,7 +197,7 @@ impl Front {
                 }
             }
             self.flush();
-            if let Some(status) = self.back.poll_exit() {
+            if let Some(status) = self.back.peek_exit() {
                 self.back.reap();
                 // Everything it wrote before it ended is in the pipe.
                 self.read_back(false);

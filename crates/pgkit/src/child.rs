@@ -7,7 +7,9 @@
 //! `kill(pid)` nor `kill(-pgid)` can ever hit a stranger. Exits are learnt
 //! with `waitid(WNOWAIT)`, which reads the status and leaves the zombie.
 
+use crate::pidfd;
 use crate::signal::Signal;
+use rustix::process::{Pid, WaitId, WaitIdOptions, WaitIdStatus};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -55,78 +57,48 @@ pub enum Job {
 
 /// COMMAND, started by `spawn` as the leader of a new group or session.
 pub struct Child {
-    pid: i32,
+    pid: Pid,
     pidfd: Option<OwnedFd>,
     exit: Option<Status>,
     reaped: bool,
-    /// A stop or continue found by the last [`Child::poll_exit`], for
+    /// A stop or continue found by the last [`Child::peek_exit`], for
     /// [`Child::poll_job`].
     job: Option<Job>,
-    /// The last `poll_exit` also looked for stops and continues, so the
+    /// The last `peek_exit` also looked for stops and continues, so the
     /// next `poll_job` need not ask the kernel again.
     job_looked: bool,
 }
 
-/// One `waitid` result: the pid, `si_code` and `si_status`.
-pub(crate) struct WaitInfo {
-    pub pid: i32,
-    pub code: i32,
-    pub status: i32,
-}
-
-/// `waitid(idtype, id, flags | WNOHANG)`: `None` when nothing is ready.
-pub(crate) fn waitid(
-    idtype: libc::idtype_t,
-    id: libc::id_t,
-    flags: i32,
-) -> io::Result<Option<WaitInfo>> {
+/// `waitid(P_PID, pid, options | WNOHANG)`, EINTR retried: `None` when
+/// there is nothing to report yet.
+pub(crate) fn waitid(pid: Pid, options: WaitIdOptions) -> io::Result<Option<WaitIdStatus>> {
     loop {
-        // SAFETY: siginfo_t is plain old data and waitid fills it in.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `info` is a valid, writable siginfo_t.
-        let r = unsafe { libc::waitid(idtype, id, &mut info, flags | libc::WNOHANG) };
-        if r < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match rustix::process::waitid(WaitId::Pid(pid), options | WaitIdOptions::NOHANG) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return Ok(r?),
         }
-        // SAFETY: after a successful waitid the child fields are initialised
-        // (si_pid is 0 when WNOHANG found nothing).
-        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
-        if pid == 0 {
-            return Ok(None);
-        }
-        return Ok(Some(WaitInfo {
-            pid,
-            code: info.si_code,
-            status,
-        }));
     }
 }
 
 /// Whether a `waitid` result is a stop or continue (not an exit).
-fn is_job(info: &WaitInfo) -> bool {
-    matches!(
-        info.code,
-        libc::CLD_STOPPED | libc::CLD_CONTINUED | libc::CLD_TRAPPED
-    )
+fn is_job(s: &WaitIdStatus) -> bool {
+    s.stopped() || s.continued() || s.trapped()
 }
 
 /// Decode an exit from `waitid`.
-pub(crate) fn exit_status(info: &WaitInfo) -> Status {
-    match info.code {
-        libc::CLD_EXITED => Status::Exited(info.status),
-        _ => match Signal::from_raw(info.status) {
-            Some(s) => Status::Signaled(s),
-            None => Status::Exited(128 + info.status),
-        },
+pub(crate) fn exit_status(s: &WaitIdStatus) -> Status {
+    if let Some(code) = s.exit_status() {
+        return Status::Exited(code);
+    }
+    let n = s.terminating_signal().unwrap_or(0);
+    match Signal::from_raw(n) {
+        Some(sig) => Status::Signaled(sig),
+        None => Status::Exited(128 + n),
     }
 }
 
 impl Child {
-    pub(crate) fn new(pid: i32, pidfd: Option<OwnedFd>) -> Child {
+    pub(crate) fn new(pid: Pid, pidfd: Option<OwnedFd>) -> Child {
         Child {
             pid,
             pidfd,
@@ -144,22 +116,15 @@ impl Child {
     /// the id of the group it leads, are pinned as for a started child,
     /// until [`Child::reap`].
     pub fn adopt(pid: i32) -> Option<Child> {
-        if pid <= 0 {
-            return None;
-        }
+        let pid = crate::typed_pid(pid)?;
         // ECHILD: not our child (any more, or never).
-        waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            libc::WEXITED | libc::WNOWAIT,
-        )
-        .ok()?;
-        Some(Child::new(pid, crate::descend::pidfd_open(pid).ok()))
+        waitid(pid, WaitIdOptions::EXITED | WaitIdOptions::NOWAIT).ok()?;
+        Some(Child::new(pid, pidfd::open_pinned(pid)))
     }
 
     /// COMMAND's pid, which is also its process group's id.
     pub fn pid(&self) -> i32 {
-        self.pid
+        self.pid.as_raw_pid()
     }
 
     /// The pidfd, readable once COMMAND has exited (absent on kernels
@@ -185,37 +150,27 @@ impl Child {
         if self.reaped {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
-        let r = match (target, &self.pidfd) {
-            (Target::Child, Some(fd)) => match crate::descend::pidfd_signal(fd, sig) {
-                Ok(()) => 0,
-                // A seccomp filter may refuse the pidfd call itself (EPERM,
-                // ENOSYS): the pid is pinned by our unreaped child anyway.
-                Err(e) if crate::descend::no_pidfd(&e) => {
-                    // SAFETY: kill with our own unreaped child's pid.
-                    unsafe { libc::kill(self.pid, sig.raw()) }
-                }
-                Err(e) => return Err(e),
-            },
-            // SAFETY: kill with our own unreaped child's pid.
-            (Target::Child, None) => unsafe { libc::kill(self.pid, sig.raw()) },
-            // SAFETY: the group's leader is our unreaped child, so the id is
-            // still that group's.
-            (Target::Group, _) => unsafe { libc::kill(-self.pid, sig.raw()) },
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
+        match target {
+            // Without a pidfd, or where a seccomp filter refuses the pidfd
+            // call itself, kill: the pid is pinned by our unreaped child.
+            Target::Child => pidfd::send_or_kill(self.pidfd(), self.pid, sig),
+            // The group's leader is our unreaped child, so the id is still
+            // that group's.
+            Target::Group => crate::signal::kill(-self.pid(), sig),
         }
-        Ok(())
     }
 
-    /// Has COMMAND exited? Reads the status without reaping
-    /// (`waitid(WEXITED | WNOWAIT)`), so the pid stays pinned. The same call
-    /// also looks for a stop or continue, kept for the next
+    /// Has COMMAND exited? Never waits: reads the status without reaping
+    /// (`waitid(WEXITED | WNOWAIT | WNOHANG)`), so the pid stays pinned. The
+    /// same call also looks for a stop or continue, kept for the next
     /// [`Child::poll_job`]: one system call for both questions.
-    pub fn poll_exit(&mut self) -> Option<Status> {
+    pub fn peek_exit(&mut self) -> Option<Status> {
         if self.exit.is_none() && !self.reaped {
-            let flags = libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOWAIT;
-            match waitid(libc::P_PID, self.pid as libc::id_t, flags) {
+            let options = WaitIdOptions::EXITED
+                | WaitIdOptions::STOPPED
+                | WaitIdOptions::CONTINUED
+                | WaitIdOptions::NOWAIT;
+            match waitid(self.pid, options) {
                 Ok(Some(info)) if is_job(&info) => {
                     // Taken from the kernel now, or it would be seen twice.
                     self.job = self.ask_job().or(self.job);
@@ -230,6 +185,12 @@ impl Child {
         self.exit
     }
 
+    /// The old name of [`Child::peek_exit`] (it never called `poll(2)`), kept
+    /// for callers not yet moved over.
+    pub fn poll_exit(&mut self) -> Option<Status> {
+        self.peek_exit()
+    }
+
     /// COMMAND is no longer our child to wait for: something reaped it
     /// behind our back (SIGCHLD ignored with no exec in between, or a
     /// `waitid` of someone else's). Its status is lost and its pid may be
@@ -238,7 +199,7 @@ impl Child {
     fn lost(&mut self) {
         crate::warn!(
             "COMMAND (pid {}) was reaped behind the tool's back: its exit status is lost",
-            self.pid
+            self.pid()
         );
         self.exit = Some(Status::Exited(crate::error::TOOL_FAILED));
         self.reaped = true;
@@ -262,19 +223,20 @@ impl Child {
 
     /// `waitid(WSTOPPED | WCONTINUED)`: take the next stop or continue.
     fn ask_job(&self) -> Option<Job> {
-        let flags = libc::WSTOPPED | libc::WCONTINUED;
-        match waitid(libc::P_PID, self.pid as libc::id_t, flags) {
-            Ok(Some(info)) if info.code == libc::CLD_CONTINUED => Some(Job::Continued),
-            Ok(Some(info)) => Signal::from_raw(info.status).map(Job::Stopped),
+        match waitid(self.pid, WaitIdOptions::STOPPED | WaitIdOptions::CONTINUED) {
+            Ok(Some(s)) if s.continued() => Some(Job::Continued),
+            Ok(Some(s)) => {
+                Signal::from_raw(s.stopping_signal().or(s.trapping_signal())?).map(Job::Stopped)
+            }
             _ => None,
         }
     }
 
     /// Reap COMMAND once it has exited; from now on nothing is signalled.
     pub fn reap(&mut self) -> Option<Status> {
-        let status = self.poll_exit()?;
+        let status = self.peek_exit()?;
         if !self.reaped {
-            match waitid(libc::P_PID, self.pid as libc::id_t, libc::WEXITED) {
+            match waitid(self.pid, WaitIdOptions::EXITED) {
                 // Reaped now, or by someone else already: either way gone.
                 Ok(Some(_)) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {}

@@ -201,16 +201,3 @@ pub fn catchable(set: SigSet, opt: &str) -> Result<SigSet, Error> {
     }
     Ok(set)
 }
-
-/// The signals pgwrap and reap pass on unless `--forward` says otherwise.
-pub fn default_forward() -> SigSet {
-    SigSet::of(&[
-        Signal::HUP,
-        Signal::INT,
-        Signal::QUIT,
-        Signal::TERM,
-        Signal::USR1,
-        Signal::USR2,
-        Signal::WINCH,
-    ])
-}

@@ -9,8 +9,12 @@
 //! It never fires early: it is armed with the time left, counted from the
 //! moment the kernel arms it.
 
+use rustix::time::{
+    timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
+    Timespec,
+};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// A one-shot timer, disarmed until [`Timer::arm`] gives it a deadline.
@@ -22,21 +26,11 @@ pub struct Timer {
 impl Timer {
     /// `timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)`.
     pub fn new() -> io::Result<Timer> {
-        // SAFETY: timerfd_create takes a clock id and flags.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a new descriptor nothing else owns.
-        Ok(Timer {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            armed: None,
-        })
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        Ok(Timer { fd, armed: None })
     }
 
     /// Expire at `deadline` (at once if it has passed); `None` disarms. An
@@ -59,32 +53,25 @@ impl Timer {
                 .max(Duration::from_nanos(1)),
             None => Duration::ZERO,
         };
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
+        let spec = Itimerspec {
+            it_interval: Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-            it_value: libc::timespec {
-                tv_sec: value.as_secs().min(i64::MAX as u64) as libc::time_t,
-                tv_nsec: value.subsec_nanos() as libc::c_long,
+            it_value: Timespec {
+                tv_sec: value.as_secs().min(i64::MAX as u64) as i64,
+                tv_nsec: value.subsec_nanos().into(),
             },
         };
-        // SAFETY: a valid timerfd, a valid itimerspec, no old value wanted.
-        let r =
-            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        timerfd_settime(&self.fd, TimerfdTimerFlags::empty(), &spec)?;
         self.armed = deadline;
         Ok(())
     }
 
     /// Read a pending expiry, if any; whether there was one.
     fn clear(&self) -> bool {
-        let mut ticks = 0u64;
-        // SAFETY: reads at most 8 bytes into `ticks`; non-blocking.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut ticks as *mut u64).cast(), 8) };
-        n == 8
+        let mut ticks = [0u8; 8];
+        matches!(rustix::io::read(&self.fd, &mut ticks), Ok(8))
     }
 }
 
@@ -97,15 +84,15 @@ impl AsFd for Timer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::event::{PollFd, PollFlags};
 
-    fn readable(t: &Timer, ms: i32) -> bool {
-        let mut pfd = libc::pollfd {
-            fd: t.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
+    fn readable(t: &Timer, ms: i64) -> bool {
+        let mut pfd = [PollFd::new(t, PollFlags::IN)];
+        let timeout = Timespec {
+            tv_sec: ms / 1000,
+            tv_nsec: ms % 1000 * 1_000_000,
         };
-        // SAFETY: one valid pollfd.
-        unsafe { libc::poll(&mut pfd, 1, ms) == 1 }
+        rustix::event::poll(&mut pfd, Some(&timeout)) == Ok(1)
     }
 
     #[test]

@@ -29,18 +29,15 @@
 //! Without a usable `/proc` the walk returns `None` and the caller falls
 //! back (COMMAND's group, or `kill(-1)` as PID 1).
 
-use crate::child::waitid;
-use crate::procfs;
-use crate::signal::Signal;
+use crate::pidfd;
+use crate::procfs::{self, own_pid};
+use crate::signal::{self, Signal};
+use rustix::process::{WaitId, WaitIdOptions};
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 
 pub use crate::procfs::{children_of, stat, usable, Proc};
-
-fn own_pid() -> i32 {
-    std::process::id() as i32
-}
 
 /// Every descendant of this process (children first, then theirs, ...),
 /// zombies included. `None` if `/proc` is not usable.
@@ -111,46 +108,11 @@ pub fn children() -> Option<Vec<i32>> {
 /// Whether this process has any child at all, running or exited
 /// (`waitid` answers `ECHILD` when it has none).
 pub fn has_children() -> bool {
-    let flags = libc::WEXITED | libc::WNOWAIT;
-    !matches!(waitid(libc::P_ALL, 0, flags), Err(e) if e.raw_os_error() == Some(libc::ECHILD))
-}
-
-/// `pidfd_open(2)`: a close-on-exec descriptor that keeps naming this
-/// process, even after it exits and its pid is reused.
-pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
-    // (close-on-exec) or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Whether an error of a pidfd call means "no pidfds here": the kernel is
-/// older than the call (ENOSYS), or a container's seccomp profile refuses it
-/// (EPERM, as Docker's default profile answers for calls it does not know).
-pub fn no_pidfd(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM))
-}
-
-/// `pidfd_send_signal(2)` with no siginfo (as `kill(2)` would send).
-pub fn pidfd_signal(fd: &OwnedFd, sig: Signal) -> io::Result<()> {
-    // SAFETY: a valid pidfd, a valid signal, a null siginfo and no flags.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            sig.raw(),
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT | WaitIdOptions::NOHANG;
+    !matches!(
+        rustix::process::waitid(WaitId::All, options),
+        Err(rustix::io::Errno::CHILD)
+    )
 }
 
 /// What became of a signal meant for a descendant.
@@ -167,22 +129,25 @@ pub enum Sent {
 /// this process's pid and every pid of the walk `p` came from.
 pub fn signal(p: &Proc, sig: Signal, tree: &HashSet<i32>) -> io::Result<Sent> {
     let esrch = |e: &io::Error| e.raw_os_error() == Some(libc::ESRCH);
+    let gone_or = |r: io::Result<()>| match r {
+        Ok(()) => Ok(Sent::Delivered),
+        Err(e) if esrch(&e) => Ok(Sent::Gone),
+        Err(e) => Err(e),
+    };
     if p.ppid == own_pid() {
         // Our own unreaped child: the pid is pinned until we reap it.
-        // SAFETY: kill with a pid that cannot have been reused (see above).
-        if unsafe { libc::kill(p.pid, sig.raw()) } == 0 {
-            return Ok(Sent::Delivered);
-        }
-        let e = io::Error::last_os_error();
-        return if esrch(&e) { Ok(Sent::Gone) } else { Err(e) };
+        return gone_or(signal::kill(p.pid, sig));
     }
-    let fd = match pidfd_open(p.pid) {
+    let Some(pid) = crate::typed_pid(p.pid) else {
+        return Ok(Sent::Gone);
+    };
+    let fd = match pidfd::open(pid) {
         Ok(fd) => Some(fd),
         Err(e) if esrch(&e) => return Ok(Sent::Gone),
         // No pidfd_open (kernel before 5.3, or refused by seccomp): the
         // check below then narrows the race to the instants between the
         // read and the kill.
-        Err(e) if no_pidfd(&e) => None,
+        Err(e) if pidfd::unsupported(&e) => None,
         Err(e) => return Err(e),
     };
     match stat(p.pid) {
@@ -190,26 +155,13 @@ pub fn signal(p: &Proc, sig: Signal, tree: &HashSet<i32>) -> io::Result<Sent> {
             if now.start == p.start && (now.ppid == own_pid() || tree.contains(&now.ppid)) => {}
         _ => return Ok(Sent::Gone),
     }
-    let kill = || {
-        // SAFETY: kill with a pid just checked to be the walked process.
-        if unsafe { libc::kill(p.pid, sig.raw()) } == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    };
-    let r = match &fd {
-        Some(fd) => match pidfd_signal(fd, sig) {
-            Err(e) if no_pidfd(&e) => kill(),
-            r => r,
-        },
-        None => kill(),
-    };
-    match r {
-        Ok(()) => Ok(Sent::Delivered),
-        Err(e) if esrch(&e) => Ok(Sent::Gone),
-        Err(e) => Err(e),
-    }
+    // The pidfd names the walked process; without one, the pid was just
+    // checked to be it.
+    gone_or(pidfd::send_or_kill(
+        fd.as_ref().map(|fd| fd.as_fd()),
+        pid,
+        sig,
+    ))
 }
 
 /// `kill(-1, sig)`: as PID 1 of a PID namespace, every other process of the
@@ -219,14 +171,11 @@ pub fn signal_namespace(sig: Signal) -> io::Result<()> {
     if !crate::reap::is_pid1() {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
-    // SAFETY: kill(-1) from PID 1 reaches only its own namespace.
-    if unsafe { libc::kill(-1, sig.raw()) } != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ESRCH) {
-            return Err(e);
-        }
+    // From PID 1, kill(-1) reaches only its own namespace.
+    match signal::kill(-1, sig) {
+        Err(e) if e.raw_os_error() != Some(libc::ESRCH) => Err(e),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -24,7 +24,8 @@ pub struct Error {
 }
 
 impl Error {
-    /// Bad usage or an internal failure: exit status 125.
+    /// Bad usage (an option, a value, a missing COMMAND): exit status 125.
+    /// A failed system call is [`Error::sys`].
     pub fn usage(msg: impl Into<String>) -> Error {
         Error {
             code: TOOL_FAILED,
@@ -34,13 +35,18 @@ impl Error {
 
     /// A system call failed before COMMAND was started: `unable to WHAT: ERRNO`.
     pub fn sys(what: &str, err: io::Error) -> Error {
-        Error::usage(format!("unable to {what}: {}", describe(&err)))
+        Error {
+            code: TOOL_FAILED,
+            msg: format!("unable to {what}: {}", describe(&err)),
+        }
     }
 
-    /// Print the one line on stderr and exit with `code`.
+    /// Print the one line on stderr and exit with `code` (before COMMAND
+    /// ran, so there is no status of COMMAND's to end with: see
+    /// [`crate::exit`] for that).
     pub fn exit(&self) -> ! {
         crate::log::error(&self.msg);
-        crate::exit::exit_code(self.code)
+        std::process::exit(self.code)
     }
 }
 

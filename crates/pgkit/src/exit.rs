@@ -5,6 +5,7 @@
 
 use crate::child::Status;
 use crate::signal::{SigSet, Signal};
+use rustix::process::{DumpableBehavior, Resource, Rlimit};
 
 /// Exit with `code` (the low 8 bits, as the kernel keeps them).
 pub fn exit_code(code: i32) -> ! {
@@ -29,21 +30,17 @@ pub fn finish(status: Status) -> ! {
 /// limit; a process that is not dumpable (`PR_SET_DUMPABLE` 0) gets no dump
 /// of either kind, so no core handler runs on the tool's behalf.
 pub fn die_of(sig: Signal) -> ! {
-    // SAFETY: getpid has no preconditions.
-    if unsafe { libc::getpid() } != 1 {
-        // SAFETY: plain system calls on this process with valid arguments.
-        unsafe {
-            let none = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::setrlimit(libc::RLIMIT_CORE, &none);
-            libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
-        }
+    let me = rustix::process::getpid();
+    if !me.is_init() {
+        let none = Rlimit {
+            current: Some(0),
+            maximum: Some(0),
+        };
+        let _ = rustix::process::setrlimit(Resource::Core, none);
+        let _ = rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable);
         let _ = crate::sigraw::set_disposition(sig, false);
         crate::startup::unblock(SigSet::of(&[sig]));
-        // SAFETY: kill on our own pid.
-        unsafe { libc::kill(libc::getpid(), sig.raw()) };
+        let _ = crate::signal::kill(me.as_raw_pid(), sig);
     }
     exit_code(128 + sig.raw())
 }

@@ -8,10 +8,13 @@
 //! reaches end of file.
 
 use crate::child::Child;
+use crate::pidfd;
+use rustix::pipe::PipeFlags;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
-/// `fork(2)`: the parent gets the child (pidfd included, unreaped), the
+/// `fork(2)` (libc's: rustix has only `runtime::kernel_fork`, which skips
+/// the C library's own bookkeeping of the child): the parent gets the child (pidfd included, unreaped), the
 /// child gets `None`. The child inherits the signal mask (so every signal
 /// stays blocked) but no pending signal, and no parent-death signal.
 pub fn fork() -> io::Result<Option<Child>> {
@@ -21,36 +24,28 @@ pub fn fork() -> io::Result<Option<Child>> {
     match pid {
         -1 => Err(io::Error::last_os_error()),
         0 => Ok(None),
-        pid => Ok(Some(Child::new(pid, crate::descend::pidfd_open(pid).ok()))),
+        pid => {
+            let pid = crate::typed_pid(pid).expect("fork returns a positive pid to the parent");
+            Ok(Some(Child::new(pid, pidfd::open_pinned(pid))))
+        }
     }
 }
 
 /// `pipe2(O_CLOEXEC | O_NONBLOCK)`: (read end, write end). Neither end
 /// reaches COMMAND; a full pipe or a gone reader never blocks the writer.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [-1; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: two new descriptors that nothing else owns.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(rustix::pipe::pipe_with(
+        PipeFlags::CLOEXEC | PipeFlags::NONBLOCK,
+    )?)
 }
 
 /// `setsid(2)`: a new session and group, without a controlling terminal.
 pub fn new_session() -> io::Result<()> {
-    // SAFETY: setsid has no arguments.
-    if unsafe { libc::setsid() } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    rustix::process::setsid()?;
     Ok(())
 }
 
 /// `setpgid(0, 0)`: a new process group in the same session.
 pub fn new_group() -> io::Result<()> {
-    // SAFETY: setpgid on ourselves with plain integers.
-    if unsafe { libc::setpgid(0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::process::setpgid(None, None)?)
 }

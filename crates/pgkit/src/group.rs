@@ -16,7 +16,7 @@
 //! caller's child (SIGCHLD follows) or had a live parent in the tree, which
 //! the walk then finds.
 
-use crate::descend;
+use crate::{pidfd, procfs};
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 
@@ -33,14 +33,14 @@ pub struct Member {
 /// without a `/proc` of this PID namespace (its pids would not be ours to
 /// open), where the caller can only go by the leader.
 pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
-    if !descend::usable() {
+    if !procfs::usable() {
         return None;
     }
-    let mut queue: VecDeque<i32> = descend::children_of(std::process::id() as i32)
+    let mut queue: VecDeque<i32> = procfs::children_of(std::process::id() as i32)
         .unwrap_or_default()
         .into();
     while let Some(pid) = queue.pop_front() {
-        let Some(seen) = descend::stat(pid) else {
+        let Some(seen) = procfs::stat(pid) else {
             continue;
         };
         // A zombie neither counts nor has children (they were re-parented
@@ -49,15 +49,15 @@ pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
             continue;
         }
         if seen.pgid == pgid && pid != leader {
-            let pidfd = descend::pidfd_open(pid).ok();
+            let pidfd = crate::typed_pid(pid).and_then(|pid| pidfd::open(pid).ok());
             // Read again after opening: the same start time means the pidfd
             // names the process the walk saw, not a later owner of the pid.
-            let now = descend::stat(pid);
+            let now = procfs::stat(pid);
             if now.is_some_and(|p| p.start == seen.start && p.pgid == pgid && !p.is_zombie()) {
                 return Some(Member { pid, pidfd });
             }
         }
-        queue.extend(descend::children_of(pid).unwrap_or_default());
+        queue.extend(procfs::children_of(pid).unwrap_or_default());
     }
     None
 }
@@ -82,7 +82,7 @@ mod tests {
         assert!(live_member(pid, pid).is_none(), "the leader is left out");
         child.kill().unwrap();
         // A zombie no longer counts.
-        while descend::stat(pid).is_some_and(|p| !p.is_zombie()) {
+        while procfs::stat(pid).is_some_and(|p| !p.is_zombie()) {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(live_member(pid, -1).is_none());

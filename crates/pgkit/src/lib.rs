@@ -14,6 +14,7 @@
 //! | `reap`      | reaping adopted children (subreaper and PID 1)                    |
 //! | `procfs`    | `/proc` files read and parsed as bytes; is `/proc` ours?          |
 //! | `descend`   | finding and signalling every descendant, escapees included        |
+//! | `pidfd`     | pidfds opened (with their fallbacks), signals sent through them   |
 //! | `fork`      | a second process of the tool, and the pipes that link the two     |
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
@@ -35,6 +36,30 @@
 //! - a process or group is signalled only while the leader is known unreaped;
 //! - no file descriptor of the tool's own reaches COMMAND (all are close-on-exec).
 //!
+//! The system calls go through `rustix` (its `linux_raw` backend: the call
+//! itself, no errno, no allocation), with `OwnedFd`/`BorrowedFd` and typed
+//! pids (`rustix::process::Pid`) inside the engine; its public functions
+//! still take and give pids as `i32`. A few calls stay raw, each for a
+//! reason written where it is made:
+//! - sending a signal (`kill`, `pidfd_send_signal`, `PR_SET_PDEATHSIG`):
+//!   rustix's `Signal` can hold a realtime signal only through
+//!   `from_raw_unchecked`, whose contract forbids sending 32 or 33, and the
+//!   tools send, forward and re-raise those like any other signal;
+//! - the signal mask, dispositions and `signalfd` (`sigraw`): the C
+//!   library hides 32 and 33, and rustix has no `signalfd`;
+//! - `waitid(P_ALL)` in `reap`: rustix's `WaitIdStatus` does not give the
+//!   pid of the child it reports;
+//! - the vfork child's `clone`, its stack, `execve` and `environ`
+//!   (`spawn`), and `fork`;
+//! - `getpgrp` (`tty::own_group`): rustix's assumes a group id above 0,
+//!   which a process whose group leader is in an ancestor PID namespace
+//!   does not have.
+//!
+//! No `signal-hook`: the tools read every signal from a `signalfd`
+//! (`sigfd`), which keeps one record per queued realtime signal (a handler
+//! writing to a self-pipe collapses repeats) and names the sender of each
+//! (`-v` prints it; `reap` tells who asked it to stop by it).
+//!
 //! This crate is the only place of the suite with `unsafe`; each block says why
 //! it is sound in a `// SAFETY:` line.
 
@@ -50,6 +75,7 @@ pub mod fork;
 pub mod group;
 pub mod log;
 pub mod notify;
+pub mod pidfd;
 pub mod poll;
 pub mod procfs;
 pub mod reap;
@@ -65,6 +91,17 @@ pub use child::{Child, Status, Target};
 pub use duration::Timeout;
 pub use error::Error;
 pub use signal::{SigSet, Signal};
+
+/// `raw` as rustix's `Pid`: `None` for 0 and for the negative values that
+/// stand for a group or for every process. (rustix's own `Pid::from_raw`
+/// asserts `raw >= 0`, and its `getpgrp` assumes the answer is not 0.)
+pub(crate) fn typed_pid(raw: i32) -> Option<rustix::process::Pid> {
+    if raw > 0 {
+        rustix::process::Pid::from_raw(raw)
+    } else {
+        None
+    }
+}
 
 /// Define the program's entry point: `pgkit::main!(run)` with
 /// `fn run() -> !`, in a binary marked `#![cfg_attr(not(test), no_main)]`

@@ -73,20 +73,17 @@ static STDERR_BROKEN: AtomicBool = AtomicBool::new(false);
 /// another SIGPIPE for nothing.
 fn write_stderr(mut buf: &[u8]) {
     while !buf.is_empty() && !STDERR_BROKEN.load(Ordering::Relaxed) {
-        // SAFETY: `buf` is a valid slice for its whole length; fd 2 may be
-        // closed, which write reports as EBADF and we ignore.
-        let n = unsafe { libc::write(2, buf.as_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            let err = std::io::Error::last_os_error();
-            if n < 0 && err.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            if n < 0 && err.raw_os_error() == Some(libc::EPIPE) {
+        // fd 2 may be closed: write reports EBADF, which is ignored.
+        match rustix::io::write(rustix::stdio::stderr(), buf) {
+            Ok(0) => return,
+            Ok(n) => buf = &buf[n..],
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::PIPE) => {
                 STDERR_BROKEN.store(true, Ordering::Relaxed);
+                return;
             }
-            return;
+            Err(_) => return,
         }
-        buf = &buf[n as usize..];
     }
 }
 

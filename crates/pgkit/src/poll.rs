@@ -10,8 +10,9 @@
 //! stretches the wait.
 
 use crate::deadline::Timer;
+use rustix::event::{PollFd, PollFlags, Timespec};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -61,65 +62,53 @@ pub fn wait_io(
     writable: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
 ) -> io::Result<Vec<usize>> {
-    let entry = |fd: &BorrowedFd<'_>, events| libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events,
-        revents: 0,
-    };
-    let mut pfds: Vec<libc::pollfd> = readable
+    let mut pfds: Vec<PollFd<'_>> = readable
         .iter()
-        .map(|fd| entry(fd, libc::POLLIN))
-        .chain(writable.iter().map(|fd| entry(fd, libc::POLLOUT)))
+        .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+        .chain(
+            writable
+                .iter()
+                .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::OUT)),
+        )
         .collect();
     // The timer keeps the deadline; the poll timeout only if it cannot.
     let mut timer = TIMER.lock().unwrap_or_else(|e| e.into_inner());
-    let mut fallback = deadline;
+    let mut armed = false;
     if let Some(d) = deadline {
         if timer.is_none() {
             *timer = Timer::new().ok();
         }
         if let Some(t) = timer.as_mut() {
-            if t.arm(Some(d)).is_ok() {
-                pfds.push(entry(&t.as_fd(), libc::POLLIN));
-                fallback = None;
-            }
+            armed = t.arm(Some(d)).is_ok();
         }
+    }
+    let fallback = if armed { None } else { deadline };
+    if let Some(t) = timer.as_ref().filter(|_| armed) {
+        pfds.push(PollFd::from_borrowed_fd(t.as_fd(), PollFlags::IN));
     }
     let ours = readable.len() + writable.len();
     let timeout = fallback.map(|d| {
         let left = d.saturating_duration_since(Instant::now());
-        libc::timespec {
-            tv_sec: left.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: left.subsec_nanos() as libc::c_long,
+        Timespec {
+            tv_sec: left.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: left.subsec_nanos().into(),
         }
     });
-    let tp = timeout
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `pfds` is a valid array of `pfds.len()` entries; `tp` is null
-    // or points at a timespec that outlives the call; a null sigmask leaves
-    // the (fully blocked) mask as it is.
-    let n = unsafe {
-        libc::ppoll(
-            pfds.as_mut_ptr(),
-            pfds.len() as libc::nfds_t,
-            tp,
-            std::ptr::null(),
-        )
-    };
-    if n < 0 {
-        let err = io::Error::last_os_error();
-        if err.kind() == io::ErrorKind::Interrupted {
+    // rustix's poll is ppoll with a null sigmask: the (fully blocked) mask
+    // stays as it is.
+    if let Err(e) = rustix::event::poll(&mut pfds, timeout.as_ref()) {
+        if e == rustix::io::Errno::INTR {
             return Ok(Vec::new());
         }
+        drop(pfds);
         drop(timer);
-        return Ok(after_failure(&err, ours, deadline));
+        return Ok(after_failure(&e.into(), ours, deadline));
     }
     FAILURES.store(0, Ordering::Relaxed);
     Ok(pfds[..ours]
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.revents != 0)
+        .filter(|(_, p)| !p.revents().is_empty())
         .map(|(i, _)| i)
         .collect())
 }

@@ -173,7 +173,8 @@ pub fn stat(pid: i32) -> Option<Proc> {
     parse_stat(&read(&format!("/proc/{pid}/stat")).ok()?)
 }
 
-fn own_pid() -> i32 {
+/// This process's pid, as `/proc` and the tree walks name it.
+pub(crate) fn own_pid() -> i32 {
     std::process::id() as i32
 }
 

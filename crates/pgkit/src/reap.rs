@@ -5,40 +5,39 @@
 //! reaped here (its `Child` reaps it), so its pid and group stay pinned.
 
 use crate::child::{exit_status, waitid, Status};
+use rustix::process::{Pid, WaitIdOptions};
 use std::io;
-
-/// Every child of this process, from `/proc/self/task/TID/children`
-/// (zombies included). `None` where that file cannot be read.
-pub fn children() -> Option<Vec<i32>> {
-    crate::procfs::own_children()
-}
 
 /// Reap every exited child except `keep` (the unreaped COMMAND). Returns the
 /// reaped pids with their statuses. `keep = None` reaps everything.
 pub fn reap_except(keep: Option<i32>) -> io::Result<Vec<(i32, Status)>> {
     let mut reaped = Vec::new();
+    let mut reap = |pid: Pid| -> io::Result<()> {
+        if let Some(s) = waitid(pid, WaitIdOptions::EXITED)? {
+            reaped.push((pid.as_raw_pid(), exit_status(&s)));
+        }
+        Ok(())
+    };
     loop {
         // Peek first (WNOWAIT): the exited child waitid names may be `keep`.
-        let info = match waitid(libc::P_ALL, 0, libc::WEXITED | libc::WNOWAIT) {
-            Ok(Some(info)) => info,
+        let pid = match exited_child() {
+            Ok(Some(pid)) => pid,
             Ok(None) => break,
             Err(e) if e.raw_os_error() == Some(libc::ECHILD) => break,
             Err(e) => return Err(e),
         };
-        if Some(info.pid) != keep {
-            if waitid(libc::P_PID, info.pid as libc::id_t, libc::WEXITED)?.is_some() {
-                reaped.push((info.pid, exit_status(&info)));
-            }
+        if Some(pid.as_raw_pid()) != keep {
+            reap(pid)?;
             continue;
         }
         // `keep` is a zombie and waitid(P_ALL) will keep naming it first:
         // reap the others by pid, found in /proc.
-        for pid in children().unwrap_or_default() {
-            if pid == info.pid {
-                continue;
-            }
-            if let Ok(Some(other)) = waitid(libc::P_PID, pid as libc::id_t, libc::WEXITED) {
-                reaped.push((pid, exit_status(&other)));
+        for other in crate::procfs::own_children().unwrap_or_default() {
+            match crate::typed_pid(other) {
+                Some(other) if other != pid => {
+                    let _ = reap(other);
+                }
+                _ => {}
             }
         }
         break;
@@ -46,14 +45,40 @@ pub fn reap_except(keep: Option<i32>) -> io::Result<Vec<(i32, Status)>> {
     Ok(reaped)
 }
 
+/// The pid of an exited child, left unreaped
+/// (`waitid(P_ALL, WEXITED | WNOWAIT | WNOHANG)`); `None` if no child has
+/// exited.
+///
+/// The one `waitid` left on libc: it must say which child, and rustix's
+/// `WaitIdStatus` has no accessor for `si_pid` (nor does its `wait`, which
+/// has the pid, have WNOWAIT: it would reap `keep`).
+fn exited_child() -> io::Result<Option<Pid>> {
+    loop {
+        // SAFETY: siginfo_t is plain old data; all zeroes is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let options = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
+        // SAFETY: `info` is a valid, writable siginfo_t.
+        if unsafe { libc::waitid(libc::P_ALL, 0, &mut info, options) } < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        // SAFETY: after a successful waitid the child fields are initialised
+        // (si_pid stays 0 when WNOHANG found nothing).
+        return Ok(crate::typed_pid(unsafe { info.si_pid() }));
+    }
+}
+
 /// `prctl(PR_SET_CHILD_SUBREAPER)`: orphans among our descendants are
 /// re-parented to us (not to init), so we see their exits and can reap them.
 pub fn become_subreaper() -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // rustix passes the pid as the prctl argument: any pid (non-zero) sets
+    // the attribute, `None` clears it.
+    Ok(rustix::process::set_child_subreaper(Some(
+        rustix::process::getpid(),
+    ))?)
 }
 
 /// Whether this process is PID 1 of its PID namespace (init: no default

@@ -7,7 +7,8 @@
 
 use crate::signal::{SigSet, Signal};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// A signal as it was received.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,50 +50,51 @@ impl SignalFd {
     pub fn drain(&self) -> Vec<Received> {
         let me = std::process::id();
         const RECORDS: usize = 16;
+        let field = |record: &[u8], at: usize| {
+            u32::from_ne_bytes(record[at..at + 4].try_into().expect("4 bytes"))
+        };
         let mut out = Vec::new();
-        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // Not zeroed (2 KiB per wake-up): only the bytes the kernel wrote
+        // are read, and rustix hands back exactly those.
+        let mut buf = [MaybeUninit::<u8>::uninit(); RECORDS * SIGINFO_SIZE];
         loop {
-            // Not zeroed first (2 KiB per wake-up): only what the kernel
-            // wrote is read.
-            let mut buf = std::mem::MaybeUninit::<[libc::signalfd_siginfo; RECORDS]>::uninit();
-            // SAFETY: `buf` is writable for its whole size.
-            let n =
-                unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), size * RECORDS) };
-            if n <= 0 {
-                if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return out;
-            }
-            let got = n as usize / size;
-            // SAFETY: the kernel wrote `n` bytes from the start of `buf`:
-            // whole records (a signalfd never returns part of one), `got`
-            // of them, each plain old data.
-            let records = unsafe {
-                std::slice::from_raw_parts(buf.as_ptr().cast::<libc::signalfd_siginfo>(), got)
+            let got = match rustix::io::read(&self.fd, &mut buf[..]) {
+                Ok((got, _)) => got,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return out,
             };
-            out.reserve(got);
-            for info in records {
-                let own_pipe = info.ssi_signo == libc::SIGPIPE as u32
-                    && info.ssi_pid == me
-                    && info.ssi_code == libc::SI_USER;
+            // A signalfd returns whole records only.
+            let records = got.len() / SIGINFO_SIZE;
+            out.reserve(records);
+            for record in got.chunks_exact(SIGINFO_SIZE) {
+                let signo = field(record, SSI_SIGNO);
+                let pid = field(record, SSI_PID);
+                let code = field(record, SSI_CODE) as i32;
+                let own_pipe = signo == libc::SIGPIPE as u32 && pid == me && code == libc::SI_USER;
                 if own_pipe {
                     continue;
                 }
-                if let Some(signal) = Signal::from_raw(info.ssi_signo as i32) {
+                if let Some(signal) = Signal::from_raw(signo as i32) {
                     out.push(Received {
                         signal,
-                        from: info.ssi_pid as i32,
-                        code: info.ssi_code,
+                        from: pid as i32,
+                        code,
                     });
                 }
             }
-            if got < RECORDS {
+            if records < RECORDS {
                 return out;
             }
         }
     }
 }
+
+/// The size of a `struct signalfd_siginfo`, and where its fields are: the
+/// records are read as bytes, so reading them needs no `unsafe`.
+const SIGINFO_SIZE: usize = std::mem::size_of::<libc::signalfd_siginfo>();
+const SSI_SIGNO: usize = std::mem::offset_of!(libc::signalfd_siginfo, ssi_signo);
+const SSI_CODE: usize = std::mem::offset_of!(libc::signalfd_siginfo, ssi_code);
+const SSI_PID: usize = std::mem::offset_of!(libc::signalfd_siginfo, ssi_pid);
 
 impl AsFd for SignalFd {
     fn as_fd(&self) -> BorrowedFd<'_> {

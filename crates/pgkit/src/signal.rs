@@ -10,6 +10,7 @@
 //! them by number.
 
 use std::fmt;
+use std::io;
 
 /// A valid signal number: 1..=SIGRTMAX (the C library's reserved 32 and 33
 /// included).
@@ -290,6 +291,26 @@ impl SigSet {
         self.0
     }
 
+    /// TERM, INT, HUP, QUIT: the signals that ask a job to stop. graceful
+    /// stops on them (`--on`), reap starts its grace on them, and a stopped
+    /// COMMAND is continued so it can act on one.
+    pub fn stop_requests() -> SigSet {
+        SigSet::of(&[Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT])
+    }
+
+    /// USR1, USR2, WINCH: the signals that ask a running job for something
+    /// other than a stop (by convention: reopen the logs, reload, the
+    /// terminal's new size). graceful passes them on by default.
+    pub fn notices() -> SigSet {
+        SigSet::of(&[Signal::USR1, Signal::USR2, Signal::WINCH])
+    }
+
+    /// [`SigSet::stop_requests`] and [`SigSet::notices`]: what pgwrap and
+    /// reap pass on unless `--forward` says otherwise.
+    pub fn requests() -> SigSet {
+        SigSet::stop_requests().union(SigSet::notices())
+    }
+
     /// Every signal a tool may block and read from its `signalfd`: all but
     /// KILL and STOP (which cannot be blocked) and the fault signals (which
     /// must keep killing the tool if it crashes). The terminal's stop
@@ -320,6 +341,20 @@ impl fmt::Display for SigSet {
         }
         Ok(())
     }
+}
+
+/// `kill(2)`: `sig` to `pid`, to the group `-pgid`, or (`-1`) to every
+/// process the caller may signal. A raw call with the engine's own
+/// [`Signal`], not rustix's `kill_process`: rustix's `Signal` may not carry a
+/// signal the C library reserves (32 and 33), which the tools send like any
+/// other (see [`crate::pidfd`]). Whether `pid` can still name the process
+/// meant is the caller's to make sure of.
+pub fn kill(pid: i32, sig: Signal) -> io::Result<()> {
+    // SAFETY: kill takes two integers and touches no memory of ours.
+    if unsafe { libc::kill(pid, sig.raw()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

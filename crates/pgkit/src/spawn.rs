@@ -18,8 +18,12 @@
 
 use crate::child::Child;
 use crate::error::{describe, Error, CANNOT_EXEC, NOT_FOUND};
+use crate::pidfd;
 use crate::signal::Signal;
 use crate::startup::{Restorer, Startup};
+use rustix::process::{getpid, getppid, setpgid, setsid, Pid, WaitOptions};
+use rustix::stdio::stdin;
+use rustix::termios::tcsetpgrp;
 use std::cell::Cell;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
@@ -110,24 +114,20 @@ impl Spawn {
             image: &image,
             restorer: startup.restorer(),
             isolation: self.isolation,
-            pdeathsig: self.pdeathsig.map_or(0, |s| s.raw()),
+            pdeathsig: self.pdeathsig,
             foreground: self.foreground,
-            // SAFETY: getpid has no preconditions.
-            parent: unsafe { libc::getpid() },
+            parent: rustix::process::getpid(),
             failure: Failure::default(),
         };
-        let (pid, pidfd) = clone_vfork(&job)
-            .map_err(|e| Error::usage(format!("unable to start a process: {}", describe(&e))))?;
+        let (pid, pidfd) = clone_vfork(&job).map_err(|e| Error::sys("start a process", e))?;
         if job.failure.errno.get() != 0 {
             // The child failed before or at exec and has exited: reap it.
-            let mut status = 0;
-            // SAFETY: waitpid on our own child, which has exited.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
+            let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
             return Err(self.failure(&job.failure));
         }
         // Without CLONE_PIDFD (older kernels): a pidfd of the unreaped child,
         // or none, and SIGCHLD alone watches it.
-        let pidfd = pidfd.or_else(|| crate::descend::pidfd_open(pid).ok());
+        let pidfd = pidfd.or_else(|| pidfd::open_pinned(pid));
         Ok(Child::new(pid, pidfd))
     }
 
@@ -245,7 +245,7 @@ impl Spawn {
             Stage::Exec => "",
         };
         if !what.is_empty() {
-            return Error::usage(format!("unable to {what} for '{name}': {}", describe(&err)));
+            return Error::sys(&format!("{what} for '{name}'"), err);
         }
         match failure.errno.get() {
             libc::ENOENT => Error {
@@ -422,9 +422,9 @@ struct ChildJob<'a> {
     image: &'a Image,
     restorer: Restorer,
     isolation: Isolation,
-    pdeathsig: c_int,
+    pdeathsig: Option<Signal>,
     foreground: bool,
-    parent: libc::pid_t,
+    parent: Pid,
     failure: Failure,
 }
 
@@ -432,7 +432,7 @@ const CHILD_STACK: usize = 64 * 1024;
 
 /// `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD)` running
 /// [`child_main`]; falls back to no pidfd on kernels without CLONE_PIDFD.
-fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(Pid, Option<OwnedFd>)> {
     // SAFETY: an anonymous private mapping; checked for MAP_FAILED below and
     // unmapped once the child has left it (after exec or exit).
     let stack = unsafe {
@@ -481,9 +481,9 @@ fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(libc::pid_t, Option<OwnedFd>)>
     let err = io::Error::last_os_error();
     // SAFETY: the child no longer runs on this stack.
     unsafe { libc::munmap(stack, CHILD_STACK) };
-    if pid < 0 {
+    let Some(pid) = crate::typed_pid(pid) else {
         return Err(err);
-    }
+    };
     // SAFETY: a new close-on-exec descriptor from CLONE_PIDFD, owned by us.
     let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
     Ok((pid, pidfd))
@@ -495,46 +495,50 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // parent while it is suspended in clone; the child's only writes go to
     // its `failure` cells.
     let job = unsafe { &*(arg as *const ChildJob<'_>) };
-    let fail = |stage: Stage| -> c_int {
-        let errno = io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EINVAL);
-        job.failure.record(stage, errno);
+    let fail = |stage: Stage, errno: rustix::io::Errno| -> c_int {
+        job.failure.record(stage, errno.raw_os_error());
         127
     };
-    // SAFETY: async-signal-safe system calls with valid arguments.
-    unsafe {
-        match job.isolation {
-            Isolation::Group if libc::setpgid(0, 0) != 0 => return fail(Stage::Group),
-            Isolation::Session if libc::setsid() < 0 => return fail(Stage::Session),
-            _ => {}
-        }
-        if job.foreground {
-            // The child takes the terminal itself, before exec, so COMMAND
-            // never runs a single instruction in the background. SIGTTOU is
-            // still blocked (inherited), so the call cannot stop us.
-            libc::tcsetpgrp(0, libc::getpid());
-        }
-        if job.pdeathsig != 0 {
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                job.pdeathsig as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
-        }
-        job.restorer.restore();
-        if job.pdeathsig != 0 && libc::getppid() != job.parent {
-            // The parent died before prctl: no one will send the signal.
-            libc::kill(libc::getpid(), job.pdeathsig);
-        }
+    // rustix's calls make the system call directly (its linux_raw backend):
+    // no allocation, no lock and no errno, so they are as fit for the vfork
+    // child as the raw calls they stand for.
+    let isolated = match job.isolation {
+        Isolation::Group => setpgid(None, None).map_err(|e| (Stage::Group, e)),
+        Isolation::Session => setsid().map(drop).map_err(|e| (Stage::Session, e)),
+        Isolation::Inherit => Ok(()),
+    };
+    if let Err((stage, errno)) = isolated {
+        return fail(stage, errno);
+    }
+    let me = getpid();
+    if job.foreground {
+        // The child takes the terminal itself, before exec, so COMMAND
+        // never runs a single instruction in the background. SIGTTOU is
+        // still blocked (inherited), so the call cannot stop us.
+        let _ = tcsetpgrp(stdin(), me);
+    }
+    if let Some(sig) = job.pdeathsig {
+        set_pdeathsig(sig);
+    }
+    job.restorer.restore();
+    if let Some(sig) = job.pdeathsig.filter(|_| getppid() != Some(job.parent)) {
+        // The parent died before prctl: no one will send the signal.
+        let _ = crate::signal::kill(me.as_raw_pid(), sig);
     }
     if let Some(env) = &job.image.env {
-        // SAFETY: getpid has no preconditions.
-        env.fill_pid(unsafe { libc::getpid() });
+        env.fill_pid(me.as_raw_pid());
     }
     let failure = job.image.exec();
     job.failure.record(failure.stage.get(), failure.errno.get());
     127
+}
+
+/// `prctl(PR_SET_PDEATHSIG, sig)`. A raw call, not rustix's
+/// `set_parent_process_death_signal`: the signal is the caller's choice and
+/// may be one the C library reserves (32, 33), which rustix's `Signal` may
+/// not carry (see [`crate::pidfd`]). Async-signal-safe: for the vfork child.
+fn set_pdeathsig(sig: Signal) {
+    // SAFETY: PR_SET_PDEATHSIG takes one integer, a signal number; no memory
+    // of ours is read or written.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig.raw() as libc::c_ulong, 0, 0, 0) };
 }

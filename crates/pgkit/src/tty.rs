@@ -4,6 +4,10 @@
 //! The tool keeps SIGTTOU blocked, so `tcsetpgrp` from a background group
 //! succeeds instead of stopping the tool.
 
+use rustix::process::{getpid, Pid};
+use rustix::stdio::stdin;
+use rustix::termios::{isatty, tcgetpgrp, tcsetpgrp};
+
 /// Whether COMMAND gets the terminal (`--foreground`, `--no-foreground`,
 /// or neither).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,39 +47,31 @@ pub fn is_job_stop(sig: crate::Signal) -> bool {
 
 /// Whether stdin is a terminal.
 pub fn is_tty() -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(0) == 1 }
+    isatty(stdin())
 }
 
 /// Whether stdin is a terminal and this process's group is its foreground
 /// group (the case in which tini and the `auto` default hand it over).
 pub fn we_are_foreground() -> bool {
-    // SAFETY: tcgetpgrp and getpgrp have no memory arguments.
-    is_tty() && unsafe { libc::tcgetpgrp(0) == libc::getpgrp() }
+    is_tty() && tcgetpgrp(stdin()).is_ok_and(|pgid| pgid.as_raw_pid() == own_group())
 }
 
 /// The terminal's foreground group, if stdin is a terminal.
 pub fn foreground_group() -> Option<i32> {
-    // SAFETY: tcgetpgrp has no memory arguments.
-    let pgid = unsafe { libc::tcgetpgrp(0) };
-    (pgid > 0).then_some(pgid)
+    tcgetpgrp(stdin()).ok().map(Pid::as_raw_pid)
 }
 
 /// Make `pgid` the foreground group of the terminal on stdin.
 pub fn give_to(pgid: i32) -> std::io::Result<()> {
-    // SAFETY: tcsetpgrp has no memory arguments.
-    if unsafe { libc::tcsetpgrp(0, pgid) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    let pgid = crate::typed_pid(pgid).ok_or(rustix::io::Errno::INVAL)?;
+    Ok(tcsetpgrp(stdin(), pgid)?)
 }
 
 /// Take the terminal back for this process's group, but only from `from`:
 /// if someone else holds it now (a shell after a stop), leave it.
 pub fn take_back_from(from: i32) {
     if foreground_group() == Some(from) {
-        // SAFETY: getpgrp has no preconditions.
-        let _ = give_to(unsafe { libc::getpgrp() });
+        let _ = give_to(own_group());
     }
 }
 
@@ -87,7 +83,10 @@ pub fn own_session() -> i32 {
 
 /// This process's group id.
 pub fn own_group() -> i32 {
-    // SAFETY: getpgrp has no preconditions.
+    // libc's getpgrp, not rustix's: rustix's assumes a group id above 0, but
+    // a process whose group leader lives in an ancestor PID namespace (one
+    // entered with `nsenter --pid`) gets 0.
+    // SAFETY: getpgrp takes no argument and cannot fail.
     unsafe { libc::getpgrp() }
 }
 
@@ -99,8 +98,7 @@ pub fn stop_self(sig: crate::Signal) {
     let old = crate::sigraw::unblock(crate::SigSet::of(&[sig]));
     // An unblocked signal sent to oneself is delivered before kill returns,
     // so the stop happens inside this call.
-    // SAFETY: kill on our own pid.
-    unsafe { libc::kill(libc::getpid(), sig.raw()) };
+    let _ = crate::signal::kill(getpid().as_raw_pid(), sig);
     crate::sigraw::set_mask(old);
 }
 

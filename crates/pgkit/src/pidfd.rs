@@ -1,0 +1,74 @@
+//! pidfds: a descriptor that keeps naming one process, even after it exits
+//! and its pid is given to another, so a signal sent through it can never
+//! reach a stranger.
+//!
+//! Opening, with its fallbacks: a child the engine starts gets its pidfd from
+//! the `clone(CLONE_PIDFD)` that creates it ([`crate::spawn`]); any other
+//! process from `pidfd_open(2)`. Where the kernel has neither (before 5.3),
+//! or a container's seccomp profile refuses them, there is no pidfd
+//! ([`unsupported`]) and each caller falls back on what it has: SIGCHLD to
+//! learn of a child's exit, and `kill(2)` on a pid that something else pins
+//! (an unreaped child, or a fresh look in `/proc`).
+//!
+//! Sending: [`send`] is `pidfd_send_signal(2)` made as a raw system call with
+//! the engine's own [`Signal`]. rustix has the call, but its `Signal` can hold
+//! a realtime signal only through `Signal::from_raw_unchecked`, whose
+//! contract forbids sending one the C library reserves (32 and 33 with
+//! glibc), and the tools send, forward and re-raise those like any other
+//! signal. The same holds for `kill(2)` ([`crate::signal::kill`]).
+
+use crate::signal::Signal;
+use rustix::process::{Pid, PidfdFlags};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+
+/// `pidfd_open(2)`: a close-on-exec descriptor that keeps naming `pid`.
+pub fn open(pid: Pid) -> io::Result<OwnedFd> {
+    Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
+}
+
+/// [`open`] for a process whose pid is pinned already (an unreaped child):
+/// its pidfd, or `None` where there are none (or none is left to open), the
+/// caller then going by the pid alone.
+pub fn open_pinned(pid: Pid) -> Option<OwnedFd> {
+    open(pid).ok()
+}
+
+/// Whether an error of a pidfd call means "no pidfds here": the kernel is
+/// older than the call (ENOSYS), or a container's seccomp profile refuses it
+/// (EPERM, as Docker's default profile answers for calls it does not know).
+pub fn unsupported(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM))
+}
+
+/// `pidfd_send_signal(2)` with no siginfo (as `kill(2)` would send).
+pub fn send(fd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
+    // SAFETY: a valid pidfd, a signal number, a null siginfo and no flags;
+    // nothing is read or written through a pointer. (A raw call because
+    // rustix's Signal may not carry 32 or 33: see the module doc.)
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig.raw(),
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Signal the process `fd` names, or `pid` with `kill(2)` where there is no
+/// pidfd or the call is refused. Only for a `pid` that cannot have been
+/// reused meanwhile (the caller's unreaped child, or a process just checked
+/// in `/proc`).
+pub fn send_or_kill(fd: Option<BorrowedFd<'_>>, pid: Pid, sig: Signal) -> io::Result<()> {
+    match fd.map(|fd| send(fd, sig)) {
+        Some(Err(e)) if unsupported(&e) => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
+        Some(r) => r,
+        None => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
+    }
+}
