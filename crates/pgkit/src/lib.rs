@@ -19,10 +19,10 @@
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
 //! | `deadline`  | a deadline kept to the microsecond (timerfd), for `poll`          |
-//! | `survivors` | who did not stop when a grace ran out, and why (/proc status)      |
+//! | `survivors` | who did not stop when a grace ran out, and why (/proc status)     |
 //! | `tty`       | handing the controlling terminal over and back                    |
 //! | `exit`      | the one exit path: an exit code, or the child's signal re-raised  |
-//! | `events`    | `--events`: one JSON line per event, one write each, never blocking|
+//! | `events`    | `--events`: JSON lines, one write each, never blocking            |
 //! | `log`       | `-v` lines, one `write(2)` each                                   |
 //! | `notify`    | systemd's notification socket relayed from the tool's own pid     |
 //! | `error`     | one-line errors with their exit status (125, 126, 127)            |

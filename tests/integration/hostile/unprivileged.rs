@@ -117,7 +117,15 @@ fn graceful_as_nobody_kills_the_group_after_the_grace() {
             .contains(&format!("got TERM pid={} from={}", r.pid, run.pid())));
         procfs::wait_until("the group is gone", TIMEOUT, || !procfs::alive(r.pid));
     }
-    assert_eq!(run.stderr_all(), "");
+    // Nothing on stderr but the survivors, named at the end of the grace
+    // (the probes ignore TERM here), one line each.
+    let err = run.stderr_all();
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(
+        err.lines()
+            .all(|l| l.starts_with("graceful: pid ") && l.contains("after the grace: it")),
+        "{err}"
+    );
 }
 
 #[test]
