@@ -12,6 +12,7 @@
 
 mod config;
 mod guardian;
+mod machine;
 mod outcome;
 mod phases;
 mod sweep;
