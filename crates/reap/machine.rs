@@ -23,8 +23,6 @@
 //!   stops it (status 124). Its leftovers are swept in turn, uninterrupted.
 //! - Done: reap's final status.
 
-#![allow(dead_code)] // until phases.rs drives it
-
 use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
 use pgkit::{tty, SigSet, Signal, Status};
 use std::time::{Duration, Instant};
