@@ -23,6 +23,7 @@
 //!   stops it (status 124). Its leftovers are swept in turn, uninterrupted.
 //! - Done: reap's final status.
 
+use crate::config::{stop_requests, Config};
 use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
 use pgkit::{tty, SigSet, Signal, Status};
 use std::time::{Duration, Instant};
@@ -182,8 +183,27 @@ pub struct Params {
 }
 
 impl Params {
+    pub fn of(config: &Config) -> Params {
+        Params {
+            forward: config.forward,
+            grace: config.grace(),
+            signal: config.signal,
+            keep_orphans: config.keep_orphans,
+            cleanup: config.cleanup.is_some(),
+            cleanup_timeout: config.cleanup_timeout.duration(),
+            exec_cleanup: config.exec_cleanup,
+        }
+    }
+
+    /// Whether `sig`, received, is passed on to COMMAND.
+    fn forwards(&self, sig: Signal) -> bool {
+        self.forward.contains(sig)
+    }
+
+    /// Whether `sig`, received, is a stop request (passed on, and a stop
+    /// signal): COMMAND then gets `--grace` to exit.
     fn is_stop_request(&self, sig: Signal) -> bool {
-        self.forward.contains(sig) && crate::config::stop_requests().contains(sig)
+        self.forwards(sig) && stop_requests().contains(sig)
     }
 }
 
@@ -258,6 +278,7 @@ impl Machine {
     }
 
     /// COMMAND's status, once known.
+    #[cfg(test)]
     pub fn command_status(&self) -> Option<Status> {
         self.command
     }
@@ -377,7 +398,7 @@ impl Machine {
         if sig == Signal::CONT {
             actions.push(Action::ContinueCommand);
         }
-        let forwards = self.params.forward.contains(sig);
+        let forwards = self.params.forwards(sig);
         if !forwards && tty::is_job_stop(sig) {
             actions.push(Action::StopWithTool(sig));
             return actions;
@@ -432,9 +453,7 @@ impl Machine {
             }
             Event::Signal(sig, _) if sig == Signal::CHLD => Vec::new(),
             Event::Signal(sig, from)
-                if for_command
-                    && stage == Stage::Wait
-                    && crate::config::stop_requests().contains(sig) =>
+                if for_command && stage == Stage::Wait && stop_requests().contains(sig) =>
             {
                 self.cancel = true;
                 let mut actions = vec![Action::Say(Note::StoppingLeftovers(sig, from))];
@@ -690,6 +709,21 @@ mod tests {
         let actions = m.on(TreeEmpty, t);
         assert!(m.is_done());
         actions
+    }
+
+    #[test]
+    fn stop_requests_are_forwarded_stop_signals() {
+        let parse = |line: &str| match crate::config::parse(line.split(' ').map(Into::into)) {
+            Ok(pgkit::cli::Parsed::Run(c)) => Params::of(&c),
+            _ => panic!("{line}"),
+        };
+        let p = parse("cmd");
+        for s in [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT] {
+            assert!(p.is_stop_request(s));
+        }
+        assert!(!p.is_stop_request(Signal::USR1) && p.forwards(Signal::USR1));
+        let p = parse("-f USR1 cmd");
+        assert!(!p.is_stop_request(Signal::TERM));
     }
 
     // 1. COMMAND runs; signals are passed on; a stop request starts the

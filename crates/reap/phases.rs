@@ -130,7 +130,7 @@ impl<'a> Back<'a> {
             inbox,
             terminal,
             sweeper: Sweeper::new(),
-            machine: Machine::new(params(config)),
+            machine: Machine::new(Params::of(config)),
             handed_over,
             to_front,
             leader: None,
@@ -185,7 +185,7 @@ impl<'a> Back<'a> {
             .filter(|p| !p.is_zombie())
             .map(|p| (p.pid, p.start))
             .collect();
-        let (machine, start) = Machine::take_over(params(self.config), news.status, running);
+        let (machine, start) = Machine::take_over(Params::of(self.config), news.status, running);
         self.machine = machine;
         for action in start {
             self.act(action);
@@ -343,16 +343,7 @@ impl<'a> Back<'a> {
         match action {
             Action::Say(note) => self.say(note),
             Action::StartCommand => self.start_command(),
-            Action::Forward(sig, from) => {
-                let Some(child) = &self.leader else { return };
-                match child.signal(Target::Group, sig) {
-                    Ok(()) => verbose!(
-                        "received {sig} from pid {from}: forwarded to group {}",
-                        child.pid()
-                    ),
-                    Err(e) => verbose!("received {sig} from pid {from}: cannot forward: {e}"),
-                }
-            }
+            Action::Forward(sig, from) => self.forward(sig, from),
             Action::ContinueCommand => {
                 if let Some(child) = &self.leader {
                     self.terminal.on_continue(child);
@@ -374,13 +365,7 @@ impl<'a> Back<'a> {
                     self.terminal.release(child);
                 }
             }
-            Action::KillGroup => {
-                let Some(child) = &self.leader else { return };
-                match child.signal(Target::Group, Signal::KILL) {
-                    Ok(()) => verbose!("sent KILL to group {}", child.pid()),
-                    Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
-                }
-            }
+            Action::KillGroup => self.kill_group(),
             Action::Sweep(sig) => {
                 self.sweeper.reset();
                 self.sweeper.round(sig, self.leader.as_ref());
@@ -399,16 +384,7 @@ impl<'a> Back<'a> {
                     self.sweeper.round(Signal::KILL, self.leader.as_ref());
                 }
             }
-            Action::ReapLeader => {
-                if let Some(mut child) = self.leader.take() {
-                    child.reap();
-                    self.sweeper.forget(child.pid());
-                    // Without /proc, waitid could not get past the leader's
-                    // zombie to the others: reap them now, or their SIGCHLD,
-                    // already read, would never wake us again.
-                    self.reap_adopted(None);
-                }
-            }
+            Action::ReapLeader => self.reap_leader(),
             Action::ReportStatus(status) => {
                 if let Some(front) = &self.to_front {
                     front.command_status(status);
@@ -422,6 +398,37 @@ impl<'a> Back<'a> {
                 }
             }
             Action::Exit(status) => self.exit = Some(status),
+        }
+    }
+
+    /// Pass a signal on to COMMAND's group.
+    fn forward(&self, sig: Signal, from: i32) {
+        let Some(child) = &self.leader else { return };
+        match child.signal(Target::Group, sig) {
+            Ok(()) => verbose!(
+                "received {sig} from pid {from}: forwarded to group {}",
+                child.pid()
+            ),
+            Err(e) => verbose!("received {sig} from pid {from}: cannot forward: {e}"),
+        }
+    }
+
+    fn kill_group(&self) {
+        let Some(child) = &self.leader else { return };
+        match child.signal(Target::Group, Signal::KILL) {
+            Ok(()) => verbose!("sent KILL to group {}", child.pid()),
+            Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
+        }
+    }
+
+    fn reap_leader(&mut self) {
+        if let Some(mut child) = self.leader.take() {
+            child.reap();
+            self.sweeper.forget(child.pid());
+            // Without /proc, waitid could not get past the leader's zombie
+            // to the others: reap them now, or their SIGCHLD, already read,
+            // would never wake us again.
+            self.reap_adopted(None);
         }
     }
 
@@ -559,19 +566,6 @@ impl<'a> Back<'a> {
             Note::CleanupResult(result) => verbose!("cleanup {result}"),
             Note::Exiting(last) => verbose!("exiting: {last}"),
         }
-    }
-}
-
-/// The options the machine follows.
-fn params(config: &Config) -> Params {
-    Params {
-        forward: config.forward,
-        grace: config.grace(),
-        signal: config.signal,
-        keep_orphans: config.keep_orphans,
-        cleanup: config.cleanup.is_some(),
-        cleanup_timeout: config.cleanup_timeout.duration(),
-        exec_cleanup: config.exec_cleanup,
     }
 }
 
