@@ -66,17 +66,6 @@ pub fn stop_requests() -> SigSet {
 }
 
 impl Config {
-    /// Whether `sig`, received, is passed on to COMMAND.
-    pub fn forwards(&self, sig: Signal) -> bool {
-        self.forward.contains(sig)
-    }
-
-    /// Whether `sig`, received, is a stop request (passed on, and a stop
-    /// signal): COMMAND then gets `--grace` to exit.
-    pub fn is_stop_request(&self, sig: Signal) -> bool {
-        self.forwards(sig) && stop_requests().contains(sig)
-    }
-
     /// The grace period, `None` for `inf`.
     pub fn grace(&self) -> Option<Duration> {
         self.grace.duration()
@@ -208,17 +197,6 @@ mod tests {
         let c = run("-cx -g5 -sHUP cmd").unwrap();
         assert_eq!(c.cleanup.as_deref(), Some("x".as_ref()));
         assert_eq!(c.signal, Signal::HUP);
-    }
-
-    #[test]
-    fn stop_requests_are_forwarded_stop_signals() {
-        let c = run("cmd").unwrap();
-        for s in [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT] {
-            assert!(c.is_stop_request(s));
-        }
-        assert!(!c.is_stop_request(Signal::USR1) && c.forwards(Signal::USR1));
-        let c = run("-f USR1 cmd").unwrap();
-        assert!(!c.is_stop_request(Signal::TERM));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! Outside PID 1, reap splits in two (guardian.rs): the front stays the
 //! process the caller started, the back owns COMMAND's tree and the cleanup
-//! (phases.rs). As PID 1 there is nothing to guard against (if PID 1 dies,
+//! (phases.rs, driving the state machine of machine.rs). As PID 1 there is nothing to guard against (if PID 1 dies,
 //! the kernel kills its whole namespace), so reap runs as one process.
 #![forbid(unsafe_code)]
 // The unit tests run under the test harness's own main.
@@ -12,6 +12,7 @@
 
 mod config;
 mod guardian;
+mod machine;
 mod outcome;
 mod phases;
 mod sweep;

@@ -1,58 +1,35 @@
-//! The back's life, always in the same order:
-//!
-//! 1. Run: COMMAND runs; signals are passed on to its group; adopted
-//!    zombies are reaped as they appear. A stop request (TERM, INT, HUP or
-//!    QUIT, passed on) starts the grace: COMMAND's whole tree is killed if
-//!    COMMAND has not exited when it is over.
-//! 2. COMMAND exits (or could not be started).
-//! 3. Sweep: every remaining descendant gets the stop signal, then KILL
-//!    after the grace, until reap has no child left (`--keep-orphans`: they
-//!    are waited for instead). After a stop request the grace is the one
-//!    that started then: a stop request gives the whole tree `--grace`.
-//! 4. Cleanup: `/bin/sh -c CMD` in a new process group with `REAP_STATUS`,
-//!    `REAP_SIGNAL` and `REAP_CAUSE`; signals are logged, not passed on; only
-//!    `--cleanup-timeout` stops it. Its leftovers are swept in turn.
-//! 5. The final status: COMMAND's, or the cleanup's if COMMAND succeeded
-//!    and the cleanup failed.
-//!
-//! If the front dies (its pipe reaches end of file) during 1 or 3, COMMAND's
-//! tree is killed at once and the cleanup runs with `REAP_CAUSE=lost`; if it
-//! is already gone before COMMAND could start, COMMAND is not started at all.
+//! The back's driver: it turns what the kernel says into events for the
+//! state machine (machine.rs, where the order of events lives) and carries
+//! out its actions. One loop, one wait ([`Inbox::wait`]).
 //!
 //! The back tells the front how far it got (COMMAND's pid, its status, the
 //! cleanup's pid) and, right before it exits or becomes the cleanup, that it
 //! finished. If the back dies before that, the front takes over with the
-//! same code ([`Back::recover`]): COMMAND's tree, re-parented to the front
-//! (a subreaper too), is killed at once, and the cleanup runs there unless
-//! the back had started it.
+//! same machine ([`Back::recover`]): COMMAND's tree, re-parented to the
+//! front (a subreaper too), is killed at once, and the cleanup runs there
+//! unless the back had started it.
 //!
 //! One thread; each wait is one `ppoll` on the signalfd, the front's pipe
 //! and (while it runs) the pidfd of COMMAND or the cleanup, with a deadline
-//! only while a grace or the cleanup's timeout runs.
+//! only while a grace or the cleanup's timeout runs. Each phase begins with
+//! a look at the inbox, then at the kernel (the process watched, the
+//! tree), in that order, and the wait comes only when a look changed
+//! nothing.
 
-use crate::config::{stop_requests, Config};
+use crate::config::Config;
 use crate::guardian::{BackLink, LostBack, ToFront};
-use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
+use crate::machine::{Action, Env, Event, Machine, Note, Params, Phase};
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
 use pgkit::child::Job;
-use pgkit::sigfd::{Received, SignalFd};
+use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
-use pgkit::{descend, poll, reap, tty, verbose, Child, Signal, Status, Target};
+use pgkit::{descend, poll, reap, verbose, Child, Signal, Status, Target};
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
-
-/// Something that happened to the back.
-enum Event {
-    /// A signal for reap: received by the back itself, or by the front and
-    /// handed over.
-    Signal(Received),
-    /// The front is gone.
-    FrontLost,
-}
 
 /// Where events come from: the back's own signalfd and the front's pipe.
 pub struct Inbox {
@@ -62,8 +39,6 @@ pub struct Inbox {
     front_ready: bool,
     /// The last wait found its `extra` descriptor readable (or none was made).
     extra_ready: bool,
-    /// Events read before COMMAND existed, for the first look after.
-    held: Vec<Event>,
 }
 
 impl Inbox {
@@ -73,36 +48,27 @@ impl Inbox {
             front,
             front_ready: true,
             extra_ready: true,
-            held: Vec::new(),
         }
     }
 
     /// Everything that happened since the last call (drained, not waited for).
     fn take(&mut self) -> Vec<Event> {
-        let mut events = std::mem::take(&mut self.held);
-        events.extend(self.signals.drain().into_iter().map(Event::Signal));
+        let mut events: Vec<Event> = (self.signals.drain().into_iter())
+            .map(|r| Event::Signal(r.signal, r.from))
+            .collect();
         if let Some(front) = self.front.as_mut().filter(|_| self.front_ready) {
             let got = front.read();
-            events.extend(got.signals.into_iter().map(Event::Signal));
+            events.extend(
+                got.signals
+                    .into_iter()
+                    .map(|r| Event::Signal(r.signal, r.from)),
+            );
             if got.lost {
                 events.push(Event::FrontLost);
                 self.front = None;
             }
         }
         events
-    }
-
-    /// Before COMMAND starts: whether the front is gone already. The
-    /// signals read meanwhile are kept for the next [`Inbox::take`], so
-    /// they are passed on once COMMAND exists.
-    fn front_lost_before_start(&mut self) -> bool {
-        let events = self.take();
-        let lost = events.iter().any(|e| matches!(e, Event::FrontLost));
-        self.held = events
-            .into_iter()
-            .filter(|e| !matches!(e, Event::FrontLost))
-            .collect();
-        lost
     }
 
     /// Sleep until a signal, a word from the front, `extra` (the pidfd of
@@ -128,30 +94,6 @@ impl Inbox {
             }
         }
     }
-
-    /// Whether the last wait found `extra` readable: without that, COMMAND
-    /// (or the cleanup) has not exited and need not be asked.
-    fn extra_ready(&self) -> bool {
-        self.extra_ready
-    }
-}
-
-/// How the sweep starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
-    /// `--keep-orphans`: wait for leftovers to exit on their own.
-    Wait,
-    /// Stop signal sent; KILL at the deadline (`None`: grace is `inf`).
-    Stop(Option<Instant>),
-    /// KILL to everything, until nothing is left.
-    Kill,
-}
-
-/// How phase 1 ended.
-enum RunEnd {
-    Exited,
-    GraceOver,
-    Lost,
 }
 
 pub struct Back<'a> {
@@ -160,18 +102,17 @@ pub struct Back<'a> {
     inbox: Inbox,
     terminal: Terminal,
     sweeper: Sweeper,
+    machine: Machine,
     handed_over: bool,
-    /// A stop request was passed on to COMMAND.
-    cancel: bool,
-    /// When the grace that a stop request started is over.
-    stop_deadline: Option<Instant>,
-    /// The front died.
-    lost: bool,
     /// The way to the front (the back of a split reap only).
     to_front: Option<ToFront>,
-    /// `--exec-cleanup` applies (not in the front, which must say what it
-    /// did once the cleanup is over).
-    may_exec: bool,
+    /// COMMAND, then the cleanup: kept unreaped while its group may be
+    /// signalled.
+    leader: Option<Child>,
+    /// Said once that the cleanup is stopped by the terminal.
+    hinted: bool,
+    /// The final status, once the machine said it.
+    exit: Option<Status>,
 }
 
 impl<'a> Back<'a> {
@@ -189,84 +130,21 @@ impl<'a> Back<'a> {
             inbox,
             terminal,
             sweeper: Sweeper::new(),
+            machine: Machine::new(Params::of(config)),
             handed_over,
-            cancel: false,
-            stop_deadline: None,
-            lost: false,
             to_front,
-            may_exec: config.exec_cleanup,
+            leader: None,
+            hinted: false,
+            exit: None,
         }
     }
 
-    /// Phases 1 to 5; returns reap's final status.
+    /// From COMMAND's start to the cleanup's end; returns reap's final
+    /// status.
     pub fn run(mut self) -> Status {
-        // A front already gone (its group SIGKILLed right after the start):
-        // starting COMMAND now would only be to kill it.
-        let started = if self.inbox.front_lost_before_start() {
-            self.lost = true;
-            verbose!("the front process is gone before COMMAND started: not starting it");
-            None
-        } else {
-            Some(
-                Spawn::new(&self.config.command)
-                    .isolation(Isolation::Group)
-                    .foreground(self.handed_over)
-                    .spawn(self.startup),
-            )
-        };
-        let status = match started {
-            // Never started: for the cleanup, as if killed at once (what a
-            // COMMAND started a moment earlier would have become).
-            None => Status::Signaled(Signal::KILL),
-            Some(Ok(mut child)) => {
-                if let Some(front) = &self.to_front {
-                    front.command_started(child.pid());
-                }
-                verbose!(
-                    "started pid {} in a new process group{}",
-                    child.pid(),
-                    if self.handed_over {
-                        ", terminal handed over"
-                    } else {
-                        ""
-                    }
-                );
-                let start = match self.watch(&mut child) {
-                    RunEnd::Exited if self.cancel => Stage::Stop(self.stop_deadline),
-                    RunEnd::Exited if self.config.keep_orphans => Stage::Wait,
-                    RunEnd::Exited => Stage::Stop(self.grace_from_now()),
-                    RunEnd::GraceOver | RunEnd::Lost => Stage::Kill,
-                };
-                // While COMMAND is unreaped, its group's id is still its own.
-                self.terminal.release(&child);
-                self.sweep(Some(&mut child), start, true);
-                child
-                    .exit_status()
-                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
-            }
-            Some(Err(e)) => {
-                pgkit::warn!("{}", e.msg);
-                Status::Exited(e.code)
-            }
-        };
-        if let Some(front) = &self.to_front {
-            front.command_status(status);
-        }
-        // Signals that arrived meanwhile still count (a stop request or the
-        // front's death before COMMAND could be started).
-        self.note_late_events();
-        let cause = Cause::of(self.cancel, self.lost, status);
-        verbose!(
-            "COMMAND {status}; every descendant is gone; cause: {}",
-            cause.name()
-        );
-        let cleanup = self.cleanup(status, cause);
-        let last = final_status(status, cleanup);
-        verbose!("exiting: {last}");
-        if let Some(front) = &self.to_front {
-            front.finished();
-        }
-        last
+        self.drive(|_| false);
+        self.exit
+            .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
     }
 
     /// The front's side of the guarantee, once the back ended without
@@ -281,8 +159,6 @@ impl<'a> Back<'a> {
     /// meanwhile are logged, not passed on. Returns the one line that says
     /// what happened.
     pub fn recover(mut self, back: &LostBack) -> String {
-        self.lost = true;
-        self.may_exec = false;
         let news = back.news;
         verbose!(
             "the subreaper process (pid {}) {} before it finished: taking over",
@@ -295,8 +171,12 @@ impl<'a> Back<'a> {
             Some(pid) => ("the cleanup", Some(pid)),
             None => ("COMMAND", news.command),
         };
-        let mut pinned = known.and_then(Child::adopt);
-        let running = pinned.as_mut().is_some_and(|c| c.poll_exit().is_none());
+        self.leader = known.and_then(Child::adopt);
+        let adopted = self.leader.as_ref().map(|c| c.pid());
+        let running = self
+            .leader
+            .as_mut()
+            .is_some_and(|c| c.poll_exit().is_none());
         // Counted before the KILL: a process the group's KILL ends may be
         // gone before the sweep's walk sees it.
         let mut killed: HashSet<(i32, u64)> = descend::descendants()
@@ -305,19 +185,13 @@ impl<'a> Back<'a> {
             .filter(|p| !p.is_zombie())
             .map(|p| (p.pid, p.start))
             .collect();
-        if let Some(child) = pinned.as_ref() {
-            // While COMMAND is unreaped, its group's id is still its own.
-            self.terminal.release(child);
+        let (machine, start) = Machine::take_over(Params::of(self.config), news.status, running);
+        self.machine = machine;
+        for action in start {
+            self.act(action);
         }
-        if let Some(child) = pinned.as_ref().filter(|_| running) {
-            match child.signal(Target::Group, Signal::KILL) {
-                Ok(()) => verbose!("sent KILL to group {}", child.pid()),
-                Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
-            }
-        }
-        self.sweep(pinned.as_mut(), Stage::Kill, true);
+        self.drive(|phase| phase == Phase::Settle);
         killed.extend(self.sweeper.killed().iter().copied());
-        let adopted = pinned.as_ref().map(|c| c.pid());
         let others = killed.iter().filter(|&&(p, _)| Some(p) != adopted).count();
         let what = match known {
             Some(pid) if running => {
@@ -337,89 +211,199 @@ impl<'a> Back<'a> {
         if news.cleanup.is_some() {
             return format!("{head} during the cleanup: {what}; the cleanup is not run again");
         }
-        let status = pinned
-            .as_ref()
-            .and_then(|c| c.exit_status())
-            .or(news.status)
-            .unwrap_or(Status::Signaled(Signal::KILL));
-        self.note_late_events();
-        let cause = Cause::Lost;
-        verbose!(
-            "COMMAND {status}; every descendant is gone; cause: {}",
-            cause.name()
-        );
-        match self.cleanup(status, cause) {
+        self.drive(|_| false);
+        match self.machine.cleanup_result() {
             Some(done) => format!(
-                "{head}: {what}; cleanup ran (REAP_CAUSE={}) and {}",
-                cause.name(),
+                "{head}: {what}; cleanup ran (REAP_CAUSE=lost) and {}",
                 ended(done)
             ),
             None => format!("{head}: {what}"),
         }
     }
 
-    fn grace_from_now(&self) -> Option<Instant> {
-        self.config.grace().map(|g| Instant::now() + g)
+    /// The one loop: read the inbox, look at the kernel, and wait only
+    /// when neither changed the phase; until the machine is done, or
+    /// `until` its phase.
+    fn drive(&mut self, until: impl Fn(Phase) -> bool) {
+        loop {
+            let phase = self.machine.phase();
+            if self.machine.is_done() || until(phase) {
+                return;
+            }
+            for event in self.inbox.take() {
+                self.feed(event);
+            }
+            if self.machine.phase() != phase {
+                continue;
+            }
+            self.look();
+            if self.machine.phase() != phase {
+                continue;
+            }
+            let watched = self.leader.as_ref().filter(|c| c.exit_status().is_none());
+            self.inbox
+                .wait(watched.and_then(|c| c.pidfd()), self.machine.deadline());
+        }
     }
 
-    /// Phase 1: until COMMAND exits, the grace after a stop request is
-    /// over, or the front is lost.
-    fn watch(&mut self, child: &mut Child) -> RunEnd {
-        loop {
-            for event in self.inbox.take() {
-                match event {
-                    Event::FrontLost => {
-                        self.lost = true;
-                        verbose!("the front process is gone: killing COMMAND's tree at once");
-                        return RunEnd::Lost;
-                    }
-                    Event::Signal(r) => self.pass_on(child, r),
+    /// Feed one event to the machine and carry out what it says.
+    fn feed(&mut self, event: Event) {
+        for action in self.machine.on(event, Instant::now()) {
+            self.act(action);
+        }
+    }
+
+    /// The deadline, if it is reached.
+    fn tick(&mut self) {
+        if let Some(event) = self.machine.due(Instant::now()) {
+            self.feed(event);
+        }
+    }
+
+    /// What the kernel says, as the phase needs it.
+    fn look(&mut self) {
+        match self.machine.phase() {
+            Phase::Start | Phase::Settle => self.feed(Event::Drained),
+            Phase::Run { .. } => self.look_at_command(),
+            Phase::Sweep { .. } => self.look_at_tree(),
+            Phase::Cleanup { .. } => self.look_at_cleanup(),
+            Phase::Done => {}
+        }
+    }
+
+    /// While COMMAND runs: adopted zombies, COMMAND's exit, its stops, the
+    /// end of the grace.
+    fn look_at_command(&mut self) {
+        self.reap_adopted(self.leader.as_ref().map(|c| c.pid()));
+        let Some(child) = self.leader.as_mut() else {
+            return;
+        };
+        // Without its pidfd readable, COMMAND has not exited.
+        let exited = if self.inbox.extra_ready {
+            child.poll_exit()
+        } else {
+            None
+        };
+        if let Some(status) = exited {
+            verbose!("COMMAND (pid {}) {status}", child.pid());
+            return self.feed(Event::CommandExited(status));
+        }
+        match child.poll_job() {
+            Some(Job::Stopped(sig)) => self.terminal.on_stop(child, sig),
+            Some(Job::Continued) => self.terminal.stopped = false,
+            None => {}
+        }
+        self.tick();
+    }
+
+    /// During a sweep: adopted zombies, the pinned process's exit, whether
+    /// anything is left, the end of the grace, then a new walk.
+    fn look_at_tree(&mut self) {
+        let keep = self.leader.as_ref().filter(|c| !c.is_reaped());
+        self.reap_adopted(keep.map(|c| c.pid()));
+        if let Some(status) = self.leader.as_mut().and_then(|c| c.poll_exit()) {
+            let pin = self.sweeper.needs_pin();
+            self.feed(Event::LeaderExited { status, pin });
+        }
+        if self.leader.is_none() && !descend::has_children() {
+            return self.feed(Event::TreeEmpty);
+        }
+        let phase = self.machine.phase();
+        self.tick();
+        if self.machine.phase() == phase {
+            self.feed(Event::TreeRemains);
+        }
+    }
+
+    /// While the cleanup runs: adopted zombies, its exit, its stops, its
+    /// timeout.
+    fn look_at_cleanup(&mut self) {
+        self.reap_adopted(self.leader.as_ref().map(|c| c.pid()));
+        let Some(child) = self.leader.as_mut() else {
+            return;
+        };
+        if let Some(status) = child.poll_exit() {
+            return self.feed(Event::CleanupExited(status));
+        }
+        if let Some(Job::Stopped(sig)) = child.poll_job() {
+            if !self.hinted && (sig == Signal::TTIN || sig == Signal::TTOU) {
+                self.hinted = true;
+                pgkit::warn!(
+                    "the cleanup (pid {}) is stopped by SIG{sig}: it used the terminal from the \
+                     background; give it other input and output (e.g. < /dev/null)",
+                    child.pid()
+                );
+            }
+        }
+        self.tick();
+    }
+
+    /// Carry out one action of the machine.
+    fn act(&mut self, action: Action) {
+        match action {
+            Action::Say(note) => self.say(note),
+            Action::StartCommand => self.start_command(),
+            Action::Forward(sig, from) => self.forward(sig, from),
+            Action::ContinueCommand => {
+                if let Some(child) = &self.leader {
+                    self.terminal.on_continue(child);
                 }
             }
-            self.reap_adopted(Some(child.pid()));
-            let exited = if self.inbox.extra_ready() {
-                child.poll_exit()
-            } else {
-                None
-            };
-            if let Some(status) = exited {
-                verbose!("COMMAND (pid {}) {status}", child.pid());
-                self.terminal.release(child);
-                return RunEnd::Exited;
+            Action::StopWithTool(sig) => {
+                if let Some(child) = &self.leader {
+                    self.terminal.on_tool_stop(child, sig);
+                }
             }
-            match child.poll_job() {
-                Some(Job::Stopped(sig)) => self.terminal.on_stop(child, sig),
-                Some(Job::Continued) => self.terminal.stopped = false,
-                None => {}
+            Action::ContinueIfStopped => {
+                if let Some(child) = self.leader.as_ref().filter(|_| self.terminal.stopped) {
+                    let _ = child.signal(Target::Group, Signal::CONT);
+                }
             }
-            if self.stop_deadline.is_some_and(|d| Instant::now() >= d) {
-                verbose!("grace over: killing COMMAND's tree");
-                return RunEnd::GraceOver;
+            // While COMMAND is unreaped, its group's id is still its own.
+            Action::ReleaseTerminal => {
+                if let Some(child) = &self.leader {
+                    self.terminal.release(child);
+                }
             }
-            self.inbox.wait(child.pidfd(), self.stop_deadline);
+            Action::KillGroup => self.kill_group(),
+            Action::Sweep(sig) => {
+                self.sweeper.reset();
+                self.sweeper.round(sig, self.leader.as_ref());
+            }
+            // Marked processes are not signalled twice.
+            Action::Rewalk(sig) => {
+                if self.sweeper.finder == Finder::Proc {
+                    self.sweeper.round(sig, self.leader.as_ref());
+                }
+            }
+            Action::KillNewcomers => {
+                if self
+                    .sweeper
+                    .new_children(self.leader.as_ref().map(|c| c.pid()))
+                {
+                    self.sweeper.round(Signal::KILL, self.leader.as_ref());
+                }
+            }
+            Action::ReapLeader => self.reap_leader(),
+            Action::ReportStatus(status) => {
+                if let Some(front) = &self.to_front {
+                    front.command_status(status);
+                }
+            }
+            Action::StartCleanup(env) => self.start_cleanup(env),
+            Action::ExecCleanup(env) => self.exec_cleanup(env),
+            Action::Finished => {
+                if let Some(front) = &self.to_front {
+                    front.finished();
+                }
+            }
+            Action::Exit(status) => self.exit = Some(status),
         }
     }
 
-    /// A signal received while COMMAND runs: pass it on, or drop it.
-    fn pass_on(&mut self, child: &Child, r: Received) {
-        let Received {
-            signal: sig, from, ..
-        } = r;
-        if sig == Signal::CHLD {
-            return;
-        }
-        if sig == Signal::CONT {
-            self.terminal.on_continue(child);
-        }
-        if !self.config.forwards(sig) && tty::is_job_stop(sig) {
-            return self.terminal.on_tool_stop(child, sig);
-        }
-        if !self.config.forwards(sig) {
-            if sig != Signal::CONT {
-                verbose!("received {sig} from pid {from}: dropped");
-            }
-            return;
-        }
+    /// Pass a signal on to COMMAND's group.
+    fn forward(&self, sig: Signal, from: i32) {
+        let Some(child) = &self.leader else { return };
         match child.signal(Target::Group, sig) {
             Ok(()) => verbose!(
                 "received {sig} from pid {from}: forwarded to group {}",
@@ -427,20 +411,102 @@ impl<'a> Back<'a> {
             ),
             Err(e) => verbose!("received {sig} from pid {from}: cannot forward: {e}"),
         }
-        if self.config.is_stop_request(sig) {
-            if !self.cancel {
-                self.cancel = true;
-                self.stop_deadline = self.grace_from_now();
+    }
+
+    fn kill_group(&self) {
+        let Some(child) = &self.leader else { return };
+        match child.signal(Target::Group, Signal::KILL) {
+            Ok(()) => verbose!("sent KILL to group {}", child.pid()),
+            Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
+        }
+    }
+
+    fn reap_leader(&mut self) {
+        if let Some(mut child) = self.leader.take() {
+            child.reap();
+            self.sweeper.forget(child.pid());
+            // Without /proc, waitid could not get past the leader's zombie
+            // to the others: reap them now, or their SIGCHLD, already read,
+            // would never wake us again.
+            self.reap_adopted(None);
+        }
+    }
+
+    fn start_command(&mut self) {
+        let spawned = Spawn::new(&self.config.command)
+            .isolation(Isolation::Group)
+            .foreground(self.handed_over)
+            .spawn(self.startup);
+        match spawned {
+            Ok(child) => {
+                if let Some(front) = &self.to_front {
+                    front.command_started(child.pid());
+                }
                 verbose!(
-                    "stop requested: COMMAND's tree has {} to exit",
-                    self.config.grace
+                    "started pid {} in a new process group{}",
+                    child.pid(),
+                    if self.handed_over {
+                        ", terminal handed over"
+                    } else {
+                        ""
+                    }
                 );
+                self.leader = Some(child);
+                self.feed(Event::CommandStarted);
             }
-            // A stopped process acts on nothing but KILL until continued.
-            if self.terminal.stopped {
-                let _ = child.signal(Target::Group, Signal::CONT);
+            Err(e) => {
+                pgkit::warn!("{}", e.msg);
+                self.feed(Event::CommandStartFailed(e.code));
             }
         }
+    }
+
+    /// The cleanup, `/bin/sh -c CMD` in a new process group.
+    fn cleanup_spawn(&self, env: Env) -> Spawn {
+        let cmd = self.config.cleanup.clone().unwrap_or_default();
+        let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), cmd];
+        let mut spawn = Spawn::new(&argv);
+        spawn.isolation(Isolation::Group);
+        for (key, value) in env {
+            spawn.env(key, value);
+        }
+        spawn
+    }
+
+    fn start_cleanup(&mut self, env: Env) {
+        match self.cleanup_spawn(env).spawn(self.startup) {
+            Ok(child) => {
+                verbose!("cleanup started: pid {}", child.pid());
+                if let Some(front) = &self.to_front {
+                    front.cleanup_started(child.pid());
+                }
+                self.leader = Some(child);
+                self.feed(Event::CleanupStarted);
+            }
+            Err(e) => {
+                pgkit::warn!("cleanup: {}", e.msg);
+                self.feed(Event::CleanupStartFailed(e.code));
+            }
+        }
+    }
+
+    fn exec_cleanup(&mut self, env: Env) {
+        let mut spawn = self.cleanup_spawn(env);
+        verbose!("cleanup: executing in place (pid {})", std::process::id());
+        // From now on the cleanup's end is reap's end (the exec closes the
+        // pipe to the front).
+        if let Some(front) = &self.to_front {
+            front.finished();
+        }
+        // Signals read now are not left pending for the cleanup's image:
+        // among them the SIGPIPE of that write when the front is gone,
+        // which would kill the cleanup as its mask is restored.
+        for event in self.inbox.take() {
+            self.feed(event);
+        }
+        let e = spawn.exec(self.startup);
+        pgkit::warn!("cleanup: {}", e.msg);
+        self.feed(Event::CleanupStartFailed(e.code));
     }
 
     /// Reap every exited child but `keep` (COMMAND or the cleanup, kept
@@ -457,215 +523,49 @@ impl<'a> Back<'a> {
         }
     }
 
-    /// Phase 3 (and the cleanup's own leftovers): signal the tree stage by
-    /// stage until no child is left. `pinned` is COMMAND or the cleanup;
-    /// it is reaped here. `for_command`: COMMAND's leftovers (phase 3),
-    /// where the front's death kills at once and a stop request ends a
-    /// `--keep-orphans` wait; the cleanup's leftovers are not interrupted.
-    fn sweep(&mut self, mut pinned: Option<&mut Child>, start: Stage, for_command: bool) {
-        let mut stage = start;
-        self.sweeper.reset();
-        let pinned_ref = pinned.as_deref();
-        match stage {
-            Stage::Wait => verbose!("waiting for leftovers to exit (--keep-orphans)"),
-            Stage::Stop(_) => self.sweeper.round(self.config.signal, pinned_ref),
-            Stage::Kill => self.sweeper.round(Signal::KILL, pinned_ref),
+    /// The line for a decision of the machine.
+    fn say(&self, note: Note) {
+        match note {
+            Note::NotStarting => {
+                verbose!("the front process is gone before COMMAND started: not starting it")
+            }
+            Note::Dropped(sig, from) => verbose!("received {sig} from pid {from}: dropped"),
+            Note::StopRequested => verbose!(
+                "stop requested: COMMAND's tree has {} to exit",
+                self.config.grace
+            ),
+            Note::FrontLostKillTree => {
+                verbose!("the front process is gone: killing COMMAND's tree at once")
+            }
+            Note::GraceOverKillTree => verbose!("grace over: killing COMMAND's tree"),
+            Note::KeepOrphans => verbose!("waiting for leftovers to exit (--keep-orphans)"),
+            Note::FrontLostKillAll => {
+                verbose!("the front process is gone: killing every descendant at once")
+            }
+            Note::StoppingLeftovers(sig, from) => {
+                verbose!("received {sig} from pid {from}: stopping the leftovers")
+            }
+            Note::NotPassedOn(sig, from) => {
+                verbose!("received {sig} from pid {from}: not passed on")
+            }
+            Note::GraceOverKillAll => verbose!("grace over: killing every descendant left"),
+            Note::CommandDone(status, cause) => verbose!(
+                "COMMAND {status}; every descendant is gone; cause: {}",
+                cause.name()
+            ),
+            Note::FrontLostCleanupGoesOn => {
+                verbose!("the front process is gone; the cleanup goes on")
+            }
+            Note::DuringCleanup(sig, from) => {
+                verbose!("received {sig} from pid {from} during the cleanup: not passed on")
+            }
+            Note::CleanupTimedOut => pgkit::warn!(
+                "the cleanup ran longer than --cleanup-timeout {}: stopping it (status 124)",
+                self.config.cleanup_timeout
+            ),
+            Note::CleanupResult(result) => verbose!("cleanup {result}"),
+            Note::Exiting(last) => verbose!("exiting: {last}"),
         }
-        let mut group_killed = stage == Stage::Kill;
-        loop {
-            for event in self.inbox.take() {
-                match event {
-                    Event::FrontLost => {
-                        self.lost = true;
-                        if for_command && stage != Stage::Kill {
-                            verbose!("the front process is gone: killing every descendant at once");
-                            stage = Stage::Kill;
-                            self.sweeper.reset();
-                            self.sweeper.round(Signal::KILL, pinned.as_deref());
-                            group_killed = true;
-                        }
-                    }
-                    Event::Signal(r) if r.signal == Signal::CHLD => {}
-                    Event::Signal(r)
-                        if for_command
-                            && stage == Stage::Wait
-                            && stop_requests().contains(r.signal) =>
-                    {
-                        verbose!(
-                            "received {} from pid {}: stopping the leftovers",
-                            r.signal,
-                            r.from
-                        );
-                        self.cancel = true;
-                        stage = Stage::Stop(self.grace_from_now());
-                        self.sweeper.round(self.config.signal, pinned.as_deref());
-                    }
-                    Event::Signal(r) => {
-                        verbose!("received {} from pid {}: not passed on", r.signal, r.from)
-                    }
-                }
-            }
-            let keep = pinned.as_ref().filter(|c| !c.is_reaped()).map(|c| c.pid());
-            self.reap_adopted(keep);
-            if let Some(child) = pinned.as_deref_mut() {
-                // The leader stays pinned only while its group is how
-                // leftovers are reached, and until the group got its KILL.
-                let hold = self.sweeper.needs_pin()
-                    && !group_killed
-                    && matches!(stage, Stage::Stop(Some(_)));
-                if child.poll_exit().is_some() && !hold {
-                    child.reap();
-                    self.sweeper.forget(child.pid());
-                    pinned = None;
-                    // Without /proc, waitid could not get past the leader's
-                    // zombie to the others: reap them now, or their SIGCHLD,
-                    // already read, would never wake us again.
-                    self.reap_adopted(None);
-                }
-            }
-            if pinned.is_none() && !descend::has_children() {
-                return;
-            }
-            let keep = pinned.as_ref().map(|c| c.pid());
-            match stage {
-                Stage::Stop(Some(deadline)) if Instant::now() >= deadline => {
-                    verbose!("grace over: killing every descendant left");
-                    stage = Stage::Kill;
-                    self.sweeper.reset();
-                    self.sweeper.round(Signal::KILL, pinned.as_deref());
-                    group_killed = true;
-                    continue;
-                }
-                // The whole tree again on every wake of the stop stage, not
-                // only our direct children: a process that ignores the stop
-                // signal may have forked since the last walk, and its child
-                // is not ours (it has a live parent). Marked processes are
-                // not signalled twice.
-                Stage::Stop(_) if self.sweeper.finder == Finder::Proc => {
-                    self.sweeper.round(self.config.signal, pinned.as_deref())
-                }
-                Stage::Kill if self.sweeper.new_children(keep) => {
-                    self.sweeper.round(Signal::KILL, pinned.as_deref())
-                }
-                _ => {}
-            }
-            let deadline = match stage {
-                Stage::Stop(d) => d,
-                _ => None,
-            };
-            let running = pinned.as_ref().filter(|c| c.exit_status().is_none());
-            self.inbox.wait(running.and_then(|c| c.pidfd()), deadline);
-        }
-    }
-
-    /// Events that came after the last look (before the cleanup starts).
-    fn note_late_events(&mut self) {
-        for event in self.inbox.take() {
-            match event {
-                Event::FrontLost => self.lost = true,
-                Event::Signal(r) if r.signal == Signal::CHLD => {}
-                Event::Signal(r) => {
-                    verbose!("received {} from pid {}: not passed on", r.signal, r.from)
-                }
-            }
-        }
-    }
-
-    /// Phase 4: the cleanup, with its leftovers swept after it. Returns its
-    /// status (`None` without `--cleanup`).
-    fn cleanup(&mut self, status: Status, cause: Cause) -> Option<Status> {
-        let cmd = self.config.cleanup.clone()?;
-        let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), cmd];
-        let mut spawn = Spawn::new(&argv);
-        spawn.isolation(Isolation::Group);
-        for (key, value) in cleanup_env(status, cause) {
-            spawn.env(key, value);
-        }
-        if self.may_exec {
-            verbose!("cleanup: executing in place (pid {})", std::process::id());
-            // From now on the cleanup's end is reap's end (the exec closes
-            // the pipe to the front).
-            if let Some(front) = &self.to_front {
-                front.finished();
-            }
-            // Signals read now are not left pending for the cleanup's image:
-            // among them the SIGPIPE of that write when the front is gone,
-            // which would kill the cleanup as its mask is restored.
-            self.note_late_events();
-            let e = spawn.exec(self.startup);
-            pgkit::warn!("cleanup: {}", e.msg);
-            return Some(Status::Exited(e.code));
-        }
-        let mut child = match spawn.spawn(self.startup) {
-            Ok(child) => child,
-            Err(e) => {
-                pgkit::warn!("cleanup: {}", e.msg);
-                return Some(Status::Exited(e.code));
-            }
-        };
-        verbose!("cleanup started: pid {}", child.pid());
-        if let Some(front) = &self.to_front {
-            front.cleanup_started(child.pid());
-        }
-        let deadline = self
-            .config
-            .cleanup_timeout
-            .duration()
-            .map(|d| Instant::now() + d);
-        let mut timed_out = false;
-        let mut hinted = false;
-        loop {
-            for event in self.inbox.take() {
-                match event {
-                    Event::FrontLost => {
-                        self.lost = true;
-                        verbose!("the front process is gone; the cleanup goes on");
-                    }
-                    Event::Signal(r) if r.signal == Signal::CHLD => {}
-                    Event::Signal(r) => verbose!(
-                        "received {} from pid {} during the cleanup: not passed on",
-                        r.signal,
-                        r.from
-                    ),
-                }
-            }
-            self.reap_adopted(Some(child.pid()));
-            if child.poll_exit().is_some() {
-                break;
-            }
-            if let Some(Job::Stopped(sig)) = child.poll_job() {
-                if !hinted && (sig == Signal::TTIN || sig == Signal::TTOU) {
-                    hinted = true;
-                    pgkit::warn!(
-                        "the cleanup (pid {}) is stopped by SIG{sig}: it used the terminal from the \
-                         background; give it other input and output (e.g. < /dev/null)",
-                        child.pid()
-                    );
-                }
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                timed_out = true;
-                pgkit::warn!(
-                    "the cleanup ran longer than --cleanup-timeout {}: stopping it (status 124)",
-                    self.config.cleanup_timeout
-                );
-                break;
-            }
-            self.inbox.wait(child.pidfd(), deadline);
-        }
-        let start = match () {
-            _ if timed_out => Stage::Stop(self.grace_from_now()),
-            _ if self.config.keep_orphans => Stage::Wait,
-            _ => Stage::Stop(self.grace_from_now()),
-        };
-        self.sweep(Some(&mut child), start, false);
-        let result = if timed_out {
-            CLEANUP_TIMED_OUT
-        } else {
-            child.exit_status()?
-        };
-        verbose!("cleanup {result}");
-        Some(result)
     }
 }
 

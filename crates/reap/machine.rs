@@ -1,0 +1,1659 @@
+//! The back's life as a pure state machine: Start -> Run -> Sweep ->
+//! Settle -> Cleanup -> Sweep (of the cleanup's leftovers) -> Done.
+//!
+//! No system call, no `/proc`, no clock read here: the driver (phases.rs)
+//! turns what the kernel says into [`Event`]s, passes the time in, and
+//! carries out the [`Action`]s, in order; it sleeps until
+//! [`Machine::deadline`]. So every row of reap(1)'s order of events, the
+//! REAP_CAUSE rules and the guarantee are unit tests without processes
+//! (below).
+//!
+//! - Start: signals read before COMMAND exists are held, and passed on
+//!   once it does; a front already lost means COMMAND is never started.
+//! - Run: signals are passed on; a stop request (TERM, INT, HUP or QUIT,
+//!   passed on) starts the grace, and COMMAND's tree is killed when it runs
+//!   out; the front's death kills the tree at once.
+//! - Sweep: once COMMAND has exited, every descendant gets the stop signal,
+//!   then KILL after the grace, until reap has no child left
+//!   (`--keep-orphans`: waited for, until a stop request).
+//! - Settle: COMMAND and its tree are gone; the events meanwhile still
+//!   count (the front's death), then the cause is known and the cleanup
+//!   starts (or replaces the back, `--exec-cleanup`).
+//! - Cleanup: signals are logged, not passed on; only `--cleanup-timeout`
+//!   stops it (status 124). Its leftovers are swept in turn, uninterrupted.
+//! - Done: reap's final status.
+
+use crate::config::{stop_requests, Config};
+use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
+use pgkit::{tty, SigSet, Signal, Status};
+use std::time::{Duration, Instant};
+
+/// The cleanup's environment: `REAP_STATUS`, `REAP_SIGNAL`, `REAP_CAUSE`.
+pub type Env = [(&'static str, String); 3];
+
+/// What the back is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A signal for reap (received by the back, or handed over by the
+    /// front), and its sender.
+    Signal(Signal, i32),
+    /// The front is gone (its pipe reached end of file).
+    FrontLost,
+    /// Everything pending has been read since the phase began (Start,
+    /// Settle): the machine may go on.
+    Drained,
+    /// COMMAND was started.
+    CommandStarted,
+    /// COMMAND could not be started: 125, 126 or 127.
+    CommandStartFailed(i32),
+    /// COMMAND exited (left unreaped).
+    CommandExited(Status),
+    /// During a sweep: the pinned process (COMMAND, or the cleanup) has
+    /// exited, unreaped. `pin`: leftovers are reached through its group
+    /// only (no usable `/proc`), so its group's id must stay its own.
+    LeaderExited { status: Status, pin: bool },
+    /// During a sweep: reap has no child left, and no pinned process.
+    TreeEmpty,
+    /// During a sweep: a look after a wake found the tree still there.
+    TreeRemains,
+    /// The deadline of [`Machine::deadline`] is reached (see [`Machine::due`]).
+    DeadlinePassed,
+    /// The cleanup was started.
+    CleanupStarted,
+    /// The cleanup could not be started (or exec'd): 125, 126 or 127.
+    CleanupStartFailed(i32),
+    /// The cleanup exited (left unreaped).
+    CleanupExited(Status),
+}
+
+/// What the driver must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Write one line (see [`Note`]).
+    Say(Note),
+    /// Start COMMAND in a new process group.
+    StartCommand,
+    /// Pass this signal (from this sender) on to COMMAND's group.
+    Forward(Signal, i32),
+    /// Job control: reap received CONT; continue COMMAND if it is stopped.
+    ContinueCommand,
+    /// Job control: reap was stopped from the terminal by this signal.
+    StopWithTool(Signal),
+    /// If COMMAND is stopped, send CONT to its group so it can act on the
+    /// stop request just passed on.
+    ContinueIfStopped,
+    /// COMMAND is gone or about to be: the terminal goes back to the shell.
+    ReleaseTerminal,
+    /// KILL to the pinned process's group at once (the front's takeover).
+    KillGroup,
+    /// A new stage of the sweep: every live descendant gets this signal
+    /// (nobody is marked yet).
+    Sweep(Signal),
+    /// The same stage, after a wake: walk the tree again, where it can be
+    /// walked, and signal whoever was not signalled yet.
+    Rewalk(Signal),
+    /// The KILL stage, after a wake: KILL whichever new child appeared.
+    KillNewcomers,
+    /// Reap the pinned process (it has exited; its group is not needed).
+    ReapLeader,
+    /// Tell the front COMMAND's status.
+    ReportStatus(Status),
+    /// Start the cleanup in a new process group with this environment.
+    StartCleanup(Env),
+    /// The cleanup replaces the back (`--exec-cleanup`).
+    ExecCleanup(Env),
+    /// Tell the front the back has finished.
+    Finished,
+    /// The back ends with this status.
+    Exit(Status),
+}
+
+/// The lines the machine's decisions are logged with (`-v`, but for
+/// [`Note::CleanupTimedOut`], always said).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Note {
+    NotStarting,
+    Dropped(Signal, i32),
+    StopRequested,
+    FrontLostKillTree,
+    GraceOverKillTree,
+    KeepOrphans,
+    FrontLostKillAll,
+    StoppingLeftovers(Signal, i32),
+    NotPassedOn(Signal, i32),
+    GraceOverKillAll,
+    CommandDone(Status, Cause),
+    FrontLostCleanupGoesOn,
+    DuringCleanup(Signal, i32),
+    CleanupTimedOut,
+    CleanupResult(Status),
+    Exiting(Status),
+}
+
+/// How a sweep goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// `--keep-orphans`: wait for leftovers to exit on their own.
+    Wait,
+    /// Stop signal sent; KILL at the deadline (`None`: grace is `inf`).
+    Stop(Option<Instant>),
+    /// KILL to everything, until nothing is left.
+    Kill,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// COMMAND is not started yet.
+    Start,
+    /// COMMAND runs; after a stop request, its tree is killed at
+    /// `deadline` (`None`: none asked for, or a grace of `inf`).
+    Run {
+        deadline: Option<Instant>,
+    },
+    /// Leftovers are swept: COMMAND's (`for_command`), or the cleanup's.
+    Sweep {
+        stage: Stage,
+        for_command: bool,
+    },
+    /// COMMAND's tree is gone; the cleanup is next.
+    Settle,
+    /// The cleanup runs; stopped at `deadline` (`--cleanup-timeout`).
+    Cleanup {
+        deadline: Option<Instant>,
+    },
+    Done,
+}
+
+/// The options the machine follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Signals passed on to COMMAND's group.
+    pub forward: SigSet,
+    /// `--grace`; `None` for `inf`.
+    pub grace: Option<Duration>,
+    /// `--signal`.
+    pub signal: Signal,
+    pub keep_orphans: bool,
+    /// A cleanup is configured.
+    pub cleanup: bool,
+    /// `--cleanup-timeout`; `None` for `inf`.
+    pub cleanup_timeout: Option<Duration>,
+    /// `--exec-cleanup` applies.
+    pub exec_cleanup: bool,
+}
+
+impl Params {
+    pub fn of(config: &Config) -> Params {
+        Params {
+            forward: config.forward,
+            grace: config.grace(),
+            signal: config.signal,
+            keep_orphans: config.keep_orphans,
+            cleanup: config.cleanup.is_some(),
+            cleanup_timeout: config.cleanup_timeout.duration(),
+            exec_cleanup: config.exec_cleanup,
+        }
+    }
+
+    /// Whether `sig`, received, is passed on to COMMAND.
+    fn forwards(&self, sig: Signal) -> bool {
+        self.forward.contains(sig)
+    }
+
+    /// Whether `sig`, received, is a stop request (passed on, and a stop
+    /// signal): COMMAND then gets `--grace` to exit.
+    fn is_stop_request(&self, sig: Signal) -> bool {
+        self.forwards(sig) && stop_requests().contains(sig)
+    }
+}
+
+#[derive(Debug)]
+pub struct Machine {
+    params: Params,
+    phase: Phase,
+    /// Signals read before COMMAND was started.
+    held: Vec<(Signal, i32)>,
+    /// A stop request was passed on.
+    cancel: bool,
+    /// The front died.
+    lost: bool,
+    /// COMMAND's status, once known.
+    command: Option<Status>,
+    /// The cleanup's status, once known.
+    cleanup: Option<Status>,
+    /// `--cleanup-timeout` ran out.
+    timed_out: bool,
+    /// The front's takeover: it says what happened on a line of its own,
+    /// and exits 125, whatever the final status.
+    takeover: bool,
+}
+
+impl Machine {
+    /// The back at its start: COMMAND not started yet.
+    pub fn new(params: Params) -> Machine {
+        Machine {
+            params,
+            phase: Phase::Start,
+            held: Vec::new(),
+            cancel: false,
+            lost: false,
+            command: None,
+            cleanup: None,
+            timed_out: false,
+            takeover: false,
+        }
+    }
+
+    /// The front's takeover when the back was lost: COMMAND's tree is
+    /// killed at once (`running`: COMMAND, or the cleanup, is known and
+    /// still runs, and its group gets KILL first), then the cleanup runs
+    /// with `REAP_CAUSE=lost`, never in place. `known`: COMMAND's status as
+    /// the back reported it. Returns the actions to start with.
+    pub fn take_over(
+        params: Params,
+        known: Option<Status>,
+        running: bool,
+    ) -> (Machine, Vec<Action>) {
+        let mut m = Machine::new(Params {
+            exec_cleanup: false,
+            ..params
+        });
+        m.lost = true;
+        m.takeover = true;
+        m.command = Some(known.unwrap_or(Status::Signaled(Signal::KILL)));
+        let mut actions = vec![Action::ReleaseTerminal];
+        if running {
+            actions.push(Action::KillGroup);
+        }
+        actions.extend(m.sweep(Stage::Kill, true));
+        (m, actions)
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// COMMAND's status, once known.
+    #[cfg(test)]
+    pub fn command_status(&self) -> Option<Status> {
+        self.command
+    }
+
+    /// The cleanup's result as it counts (124 after `--cleanup-timeout`),
+    /// once known.
+    pub fn cleanup_result(&self) -> Option<Status> {
+        if self.timed_out {
+            Some(CLEANUP_TIMED_OUT)
+        } else {
+            self.cleanup
+        }
+    }
+
+    /// The next instant at which something happens by itself: the end of
+    /// a grace, or the cleanup's timeout.
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Run { deadline } | Phase::Cleanup { deadline } => deadline,
+            Phase::Sweep {
+                stage: Stage::Stop(deadline),
+                ..
+            } => deadline,
+            _ => None,
+        }
+    }
+
+    /// The time event due at `now`, if any.
+    pub fn due(&self, now: Instant) -> Option<Event> {
+        self.deadline()
+            .filter(|&d| d <= now)
+            .map(|_| Event::DeadlinePassed)
+    }
+
+    /// Feed one event; returns what to do, in order.
+    pub fn on(&mut self, event: Event, now: Instant) -> Vec<Action> {
+        match self.phase {
+            Phase::Start => self.on_start(event, now),
+            Phase::Run { .. } => self.on_run(event, now),
+            Phase::Sweep { stage, for_command } => self.on_sweep(stage, for_command, event, now),
+            Phase::Settle => self.on_settle(event, now),
+            Phase::Cleanup { .. } => self.on_cleanup(event, now),
+            Phase::Done => Vec::new(),
+        }
+    }
+
+    fn on_start(&mut self, event: Event, now: Instant) -> Vec<Action> {
+        match event {
+            Event::Signal(sig, from) => self.held.push((sig, from)),
+            Event::FrontLost => self.lost = true,
+            // A front already gone (its group SIGKILLed right after the
+            // start): starting COMMAND now would only be to kill it. For the
+            // cleanup, as if killed at once (what a COMMAND started a moment
+            // earlier would have become).
+            Event::Drained if self.lost => {
+                let mut actions = vec![Action::Say(Note::NotStarting)];
+                actions.extend(self.command_done(Status::Signaled(Signal::KILL)));
+                return actions;
+            }
+            Event::Drained => return vec![Action::StartCommand],
+            Event::CommandStarted => {
+                self.phase = Phase::Run { deadline: None };
+                let held = std::mem::take(&mut self.held);
+                return held
+                    .into_iter()
+                    .flat_map(|(sig, from)| self.pass_on(sig, from, now))
+                    .collect();
+            }
+            Event::CommandStartFailed(code) => return self.command_done(Status::Exited(code)),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn on_run(&mut self, event: Event, now: Instant) -> Vec<Action> {
+        match event {
+            Event::Signal(sig, from) => self.pass_on(sig, from, now),
+            Event::FrontLost => {
+                self.lost = true;
+                let mut actions = vec![
+                    Action::Say(Note::FrontLostKillTree),
+                    Action::ReleaseTerminal,
+                ];
+                actions.extend(self.sweep(Stage::Kill, true));
+                actions
+            }
+            Event::CommandExited(status) => {
+                self.command = Some(status);
+                let stage = match self.phase {
+                    // The grace that the stop request started goes on.
+                    Phase::Run { deadline } if self.cancel => Stage::Stop(deadline),
+                    _ if self.params.keep_orphans => Stage::Wait,
+                    _ => Stage::Stop(self.grace_from(now)),
+                };
+                let mut actions = vec![Action::ReleaseTerminal];
+                actions.extend(self.sweep(stage, true));
+                actions
+            }
+            Event::DeadlinePassed => {
+                let mut actions = vec![
+                    Action::Say(Note::GraceOverKillTree),
+                    Action::ReleaseTerminal,
+                ];
+                actions.extend(self.sweep(Stage::Kill, true));
+                actions
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A signal received while COMMAND runs: pass it on, or drop it.
+    fn pass_on(&mut self, sig: Signal, from: i32, now: Instant) -> Vec<Action> {
+        if sig == Signal::CHLD {
+            return Vec::new();
+        }
+        let mut actions = Vec::new();
+        if sig == Signal::CONT {
+            actions.push(Action::ContinueCommand);
+        }
+        let forwards = self.params.forwards(sig);
+        if !forwards && tty::is_job_stop(sig) {
+            actions.push(Action::StopWithTool(sig));
+            return actions;
+        }
+        if !forwards {
+            if sig != Signal::CONT {
+                actions.push(Action::Say(Note::Dropped(sig, from)));
+            }
+            return actions;
+        }
+        actions.push(Action::Forward(sig, from));
+        if self.params.is_stop_request(sig) {
+            if !self.cancel {
+                self.cancel = true;
+                self.phase = Phase::Run {
+                    deadline: self.grace_from(now),
+                };
+                actions.push(Action::Say(Note::StopRequested));
+            }
+            // A stopped process acts on nothing but KILL until continued.
+            actions.push(Action::ContinueIfStopped);
+        }
+        actions
+    }
+
+    /// Enter a sweep at `stage`.
+    fn sweep(&mut self, stage: Stage, for_command: bool) -> Vec<Action> {
+        self.phase = Phase::Sweep { stage, for_command };
+        vec![match stage {
+            Stage::Wait => Action::Say(Note::KeepOrphans),
+            Stage::Stop(_) => Action::Sweep(self.params.signal),
+            Stage::Kill => Action::Sweep(Signal::KILL),
+        }]
+    }
+
+    fn on_sweep(
+        &mut self,
+        stage: Stage,
+        for_command: bool,
+        event: Event,
+        now: Instant,
+    ) -> Vec<Action> {
+        match event {
+            Event::FrontLost => {
+                self.lost = true;
+                if for_command && stage != Stage::Kill {
+                    let mut actions = vec![Action::Say(Note::FrontLostKillAll)];
+                    actions.extend(self.sweep(Stage::Kill, true));
+                    return actions;
+                }
+                Vec::new()
+            }
+            Event::Signal(sig, _) if sig == Signal::CHLD => Vec::new(),
+            Event::Signal(sig, from)
+                if for_command && stage == Stage::Wait && stop_requests().contains(sig) =>
+            {
+                self.cancel = true;
+                let mut actions = vec![Action::Say(Note::StoppingLeftovers(sig, from))];
+                actions.extend(self.sweep(Stage::Stop(self.grace_from(now)), true));
+                actions
+            }
+            Event::Signal(sig, from) => vec![Action::Say(Note::NotPassedOn(sig, from))],
+            Event::LeaderExited { status, pin } => {
+                if for_command {
+                    self.command = Some(status);
+                } else {
+                    self.cleanup = Some(status);
+                }
+                // The leader stays pinned only while its group is how
+                // leftovers are reached, and until the group got its KILL.
+                if pin && matches!(stage, Stage::Stop(Some(_))) {
+                    Vec::new()
+                } else {
+                    vec![Action::ReapLeader]
+                }
+            }
+            Event::DeadlinePassed => {
+                let mut actions = vec![Action::Say(Note::GraceOverKillAll)];
+                actions.extend(self.sweep(Stage::Kill, for_command));
+                actions
+            }
+            // The whole tree again on every wake of the stop stage, not
+            // only our direct children: a process that ignores the stop
+            // signal may have forked since the last walk, and its child is
+            // not ours (it has a live parent).
+            Event::TreeRemains => match stage {
+                Stage::Stop(_) => vec![Action::Rewalk(self.params.signal)],
+                Stage::Kill => vec![Action::KillNewcomers],
+                Stage::Wait => Vec::new(),
+            },
+            Event::TreeEmpty if for_command => {
+                let status = self
+                    .command
+                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
+                self.command_done(status)
+            }
+            Event::TreeEmpty => {
+                let result = self.cleanup_result();
+                let mut actions: Vec<Action> = result
+                    .map(|r| Action::Say(Note::CleanupResult(r)))
+                    .into_iter()
+                    .collect();
+                actions.extend(self.finish(result));
+                actions
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// COMMAND and its tree are gone (or COMMAND never started).
+    fn command_done(&mut self, status: Status) -> Vec<Action> {
+        self.command = Some(status);
+        self.phase = Phase::Settle;
+        let mut actions = vec![Action::ReportStatus(status)];
+        // Signals read before COMMAND could be started, never passed on.
+        let held = std::mem::take(&mut self.held);
+        actions.extend(
+            held.into_iter()
+                .filter(|&(sig, _)| sig != Signal::CHLD)
+                .map(|(sig, from)| Action::Say(Note::NotPassedOn(sig, from))),
+        );
+        actions
+    }
+
+    fn on_settle(&mut self, event: Event, now: Instant) -> Vec<Action> {
+        match event {
+            Event::FrontLost => self.lost = true,
+            Event::Signal(sig, _) if sig == Signal::CHLD => {}
+            Event::Signal(sig, from) => return vec![Action::Say(Note::NotPassedOn(sig, from))],
+            Event::Drained => {
+                let status = self
+                    .command
+                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
+                let cause = Cause::of(self.cancel, self.lost, status);
+                let mut actions = vec![Action::Say(Note::CommandDone(status, cause))];
+                if !self.params.cleanup {
+                    actions.extend(self.finish(None));
+                } else if self.params.exec_cleanup {
+                    actions.push(Action::ExecCleanup(cleanup_env(status, cause)));
+                } else {
+                    actions.push(Action::StartCleanup(cleanup_env(status, cause)));
+                }
+                return actions;
+            }
+            Event::CleanupStarted => {
+                let deadline = self.params.cleanup_timeout.and_then(|d| now.checked_add(d));
+                self.phase = Phase::Cleanup { deadline };
+            }
+            Event::CleanupStartFailed(code) => {
+                self.cleanup = Some(Status::Exited(code));
+                return self.finish(Some(Status::Exited(code)));
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn on_cleanup(&mut self, event: Event, now: Instant) -> Vec<Action> {
+        match event {
+            Event::FrontLost => {
+                self.lost = true;
+                vec![Action::Say(Note::FrontLostCleanupGoesOn)]
+            }
+            Event::Signal(sig, _) if sig == Signal::CHLD => Vec::new(),
+            Event::Signal(sig, from) => vec![Action::Say(Note::DuringCleanup(sig, from))],
+            Event::CleanupExited(status) => {
+                self.cleanup = Some(status);
+                let stage = if self.params.keep_orphans {
+                    Stage::Wait
+                } else {
+                    Stage::Stop(self.grace_from(now))
+                };
+                self.sweep(stage, false)
+            }
+            Event::DeadlinePassed => {
+                self.timed_out = true;
+                let mut actions = vec![Action::Say(Note::CleanupTimedOut)];
+                actions.extend(self.sweep(Stage::Stop(self.grace_from(now)), false));
+                actions
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The final status: COMMAND's, or the cleanup's if COMMAND succeeded
+    /// and the cleanup failed.
+    fn finish(&mut self, cleanup: Option<Status>) -> Vec<Action> {
+        let command = self
+            .command
+            .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
+        let last = final_status(command, cleanup);
+        self.phase = Phase::Done;
+        if self.takeover {
+            return vec![Action::Exit(last)];
+        }
+        vec![
+            Action::Say(Note::Exiting(last)),
+            Action::Finished,
+            Action::Exit(last),
+        ]
+    }
+
+    fn grace_from(&self, now: Instant) -> Option<Instant> {
+        self.params.grace.and_then(|g| now.checked_add(g))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! One test (or a few) per row of reap(1)'s "Order of events", the
+    //! REAP_CAUSE rules, the guarantee and the killed back; each name says
+    //! the clause it checks.
+    use super::*;
+    use Action::*;
+    use Event::{
+        CleanupExited, CleanupStartFailed, CleanupStarted, CommandExited, CommandStartFailed,
+        CommandStarted, DeadlinePassed, Drained, FrontLost, LeaderExited, TreeEmpty, TreeRemains,
+    };
+
+    const TERM: Signal = Signal::TERM;
+    const KILL: Signal = Signal::KILL;
+    const FROM: i32 = 4242;
+
+    fn alrm() -> Signal {
+        Signal::from_raw(libc::SIGALRM).unwrap()
+    }
+
+    fn segv() -> Signal {
+        Signal::from_raw(libc::SIGSEGV).unwrap()
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn ok() -> Status {
+        Status::Exited(0)
+    }
+
+    /// reap's defaults, with a cleanup.
+    fn params() -> Params {
+        Params {
+            forward: SigSet::of(&[
+                Signal::HUP,
+                Signal::INT,
+                Signal::QUIT,
+                TERM,
+                Signal::USR1,
+                Signal::USR2,
+                Signal::WINCH,
+            ]),
+            grace: Some(ms(5_000)),
+            signal: TERM,
+            keep_orphans: false,
+            cleanup: true,
+            cleanup_timeout: None,
+            exec_cleanup: false,
+        }
+    }
+
+    /// A machine whose COMMAND was started at `t`.
+    fn running(p: Params, t: Instant) -> Machine {
+        let mut m = Machine::new(p);
+        assert_eq!(m.phase(), Phase::Start);
+        assert_eq!(m.on(Drained, t), [StartCommand]);
+        assert_eq!(m.on(CommandStarted, t), []);
+        assert_eq!(m.phase(), Phase::Run { deadline: None });
+        m
+    }
+
+    /// A machine whose COMMAND ended with `status` and whose tree is gone:
+    /// the actions of the step that computes the cause.
+    fn settled(p: Params, status: Status, t: Instant) -> (Machine, Vec<Action>) {
+        let mut m = running(p, t);
+        m.on(CommandExited(status), t);
+        m.on(TreeEmpty, t);
+        assert_eq!(m.phase(), Phase::Settle);
+        let actions = m.on(Drained, t);
+        (m, actions)
+    }
+
+    /// The environment the cleanup is started (or exec'd) with, as K=V.
+    fn env(actions: &[Action]) -> Vec<String> {
+        actions
+            .iter()
+            .find_map(|a| match a {
+                StartCleanup(env) | ExecCleanup(env) => {
+                    Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect())
+                }
+                _ => None,
+            })
+            .expect("the cleanup is started")
+    }
+
+    fn exit_of(actions: &[Action]) -> Option<Status> {
+        actions.iter().find_map(|a| match a {
+            Exit(s) => Some(*s),
+            _ => None,
+        })
+    }
+
+    /// Run a started cleanup to its end: it exits with `status`, no
+    /// leftover; the final actions.
+    fn cleanup_exits(m: &mut Machine, status: Status, t: Instant) -> Vec<Action> {
+        assert_eq!(m.on(CleanupStarted, t), []);
+        m.on(CleanupExited(status), t);
+        assert_eq!(m.on(LeaderExited { status, pin: false }, t), [ReapLeader]);
+        let actions = m.on(TreeEmpty, t);
+        assert!(m.is_done());
+        actions
+    }
+
+    #[test]
+    fn stop_requests_are_forwarded_stop_signals() {
+        let parse = |line: &str| match crate::config::parse(line.split(' ').map(Into::into)) {
+            Ok(pgkit::cli::Parsed::Run(c)) => Params::of(&c),
+            _ => panic!("{line}"),
+        };
+        let p = parse("cmd");
+        for s in [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT] {
+            assert!(p.is_stop_request(s));
+        }
+        assert!(!p.is_stop_request(Signal::USR1) && p.forwards(Signal::USR1));
+        let p = parse("-f USR1 cmd");
+        assert!(!p.is_stop_request(Signal::TERM));
+    }
+
+    // 1. COMMAND runs; signals are passed on; a stop request starts the
+    //    grace; COMMAND's tree is killed when it runs out.
+
+    #[test]
+    fn row1_signals_are_passed_on_to_commands_group() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        assert_eq!(
+            m.on(Event::Signal(Signal::USR1, FROM), t),
+            [Forward(Signal::USR1, FROM)]
+        );
+        assert_eq!(
+            m.on(Event::Signal(Signal::WINCH, FROM), t),
+            [Forward(Signal::WINCH, FROM)]
+        );
+        assert_eq!(m.on(Event::Signal(Signal::CHLD, FROM), t), []);
+        assert_eq!(m.deadline(), None, "no stop request: no grace");
+        assert_eq!(m.phase(), Phase::Run { deadline: None });
+    }
+
+    #[test]
+    fn row1_signals_not_in_the_forward_set_are_dropped() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        assert_eq!(
+            m.on(Event::Signal(alrm(), FROM), t),
+            [Say(Note::Dropped(alrm(), FROM))]
+        );
+        // Job control is the terminal's: CONT continues COMMAND, a stop
+        // from the terminal stops COMMAND with reap.
+        assert_eq!(
+            m.on(Event::Signal(Signal::CONT, FROM), t),
+            [ContinueCommand]
+        );
+        assert_eq!(
+            m.on(Event::Signal(Signal::TSTP, FROM), t),
+            [StopWithTool(Signal::TSTP)]
+        );
+    }
+
+    #[test]
+    fn row1_a_signal_before_command_started_is_passed_on_once_it_exists() {
+        let t = Instant::now();
+        let mut m = Machine::new(params());
+        assert_eq!(m.on(Event::Signal(Signal::USR2, FROM), t), []);
+        assert_eq!(m.on(Event::Signal(TERM, FROM), t), []);
+        assert_eq!(m.on(Drained, t), [StartCommand]);
+        assert_eq!(
+            m.on(CommandStarted, t),
+            [
+                Forward(Signal::USR2, FROM),
+                Forward(TERM, FROM),
+                Say(Note::StopRequested),
+                ContinueIfStopped
+            ]
+        );
+        assert_eq!(m.deadline(), Some(t + ms(5_000)));
+    }
+
+    #[test]
+    fn row1_a_stop_request_is_passed_on_and_starts_the_grace() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        for sig in [TERM, Signal::INT, Signal::HUP, Signal::QUIT] {
+            let mut m = running(params(), t);
+            assert_eq!(
+                m.on(Event::Signal(sig, FROM), t + ms(10)),
+                [
+                    Forward(sig, FROM),
+                    Say(Note::StopRequested),
+                    ContinueIfStopped
+                ],
+                "{sig}"
+            );
+            assert_eq!(m.deadline(), Some(t + ms(5_010)));
+        }
+        m.on(Event::Signal(TERM, FROM), t);
+        // Repeated: passed on again, the grace neither restarted nor cut.
+        assert_eq!(
+            m.on(Event::Signal(Signal::INT, FROM), t + ms(4_000)),
+            [Forward(Signal::INT, FROM), ContinueIfStopped]
+        );
+        assert_eq!(m.deadline(), Some(t + ms(5_000)));
+        assert_eq!(m.due(t + ms(4_999)), None);
+    }
+
+    #[test]
+    fn row1_a_stop_request_not_forwarded_is_dropped_and_starts_nothing() {
+        let t = Instant::now();
+        let p = Params {
+            forward: SigSet::of(&[Signal::USR1]),
+            ..params()
+        };
+        let mut m = running(p, t);
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), t),
+            [Say(Note::Dropped(TERM, FROM))]
+        );
+        assert_eq!(m.deadline(), None);
+        m.on(CommandExited(ok()), t);
+        m.on(TreeEmpty, t);
+        assert_eq!(env(&m.on(Drained, t))[2], "REAP_CAUSE=exit");
+    }
+
+    #[test]
+    fn row1_when_the_grace_runs_out_commands_tree_is_killed() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(Event::Signal(TERM, FROM), t);
+        let end = t + ms(5_000);
+        assert_eq!(m.due(end), Some(DeadlinePassed));
+        assert_eq!(
+            m.on(DeadlinePassed, end),
+            [Say(Note::GraceOverKillTree), ReleaseTerminal, Sweep(KILL)]
+        );
+        assert_eq!(
+            m.phase(),
+            Phase::Sweep {
+                stage: Stage::Kill,
+                for_command: true
+            }
+        );
+        assert_eq!(m.deadline(), None);
+        // COMMAND dies of the KILL; then the tree is gone.
+        let killed = Status::Signaled(KILL);
+        assert_eq!(
+            m.on(
+                LeaderExited {
+                    status: killed,
+                    pin: true
+                },
+                end
+            ),
+            [ReapLeader]
+        );
+        assert_eq!(m.on(TreeEmpty, end), [ReportStatus(killed)]);
+        let actions = m.on(Drained, end);
+        assert_eq!(actions[0], Say(Note::CommandDone(killed, Cause::Cancel)));
+        assert_eq!(
+            env(&actions),
+            ["REAP_STATUS=137", "REAP_SIGNAL=KILL", "REAP_CAUSE=cancel"]
+        );
+    }
+
+    #[test]
+    fn row1_a_grace_of_inf_never_kills_commands_tree() {
+        let t = Instant::now();
+        let p = Params {
+            grace: None,
+            ..params()
+        };
+        let mut m = running(p, t);
+        m.on(Event::Signal(TERM, FROM), t);
+        assert_eq!(m.deadline(), None);
+        assert_eq!(m.due(t + Duration::from_secs(1 << 40)), None);
+        // And the sweep that follows waits as long.
+        m.on(CommandExited(Status::Signaled(TERM)), t);
+        assert_eq!(m.deadline(), None);
+    }
+
+    #[test]
+    fn row1_a_grace_of_0_kills_at_the_next_look() {
+        let t = Instant::now();
+        let p = Params {
+            grace: Some(Duration::ZERO),
+            ..params()
+        };
+        let mut m = running(p, t);
+        m.on(Event::Signal(TERM, FROM), t);
+        assert_eq!(m.due(t), Some(DeadlinePassed));
+    }
+
+    // 2. COMMAND exits (or cannot be started: 126/127).
+    // 3. Every remaining descendant gets the stop signal, then KILL after
+    //    the grace, until reap has no child left.
+
+    #[test]
+    fn row2_command_exits_and_every_descendant_gets_the_stop_signal() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        let t1 = t + ms(100);
+        assert_eq!(
+            m.on(CommandExited(Status::Exited(3)), t1),
+            [ReleaseTerminal, Sweep(TERM)]
+        );
+        assert_eq!(
+            m.phase(),
+            Phase::Sweep {
+                stage: Stage::Stop(Some(t1 + ms(5_000))),
+                for_command: true
+            }
+        );
+        assert_eq!(m.command_status(), Some(Status::Exited(3)));
+    }
+
+    #[test]
+    fn row3_the_stop_signal_is_the_signal_option() {
+        let t = Instant::now();
+        let p = Params {
+            signal: Signal::USR1,
+            ..params()
+        };
+        let mut m = running(p, t);
+        assert_eq!(
+            m.on(CommandExited(ok()), t),
+            [ReleaseTerminal, Sweep(Signal::USR1)]
+        );
+        assert_eq!(m.on(TreeRemains, t), [Rewalk(Signal::USR1)]);
+    }
+
+    #[test]
+    fn row3_the_whole_tree_is_walked_again_on_every_wake_of_the_stop_stage() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(CommandExited(ok()), t);
+        for n in 1..4 {
+            assert_eq!(m.on(TreeRemains, t + ms(n)), [Rewalk(TERM)]);
+        }
+    }
+
+    #[test]
+    fn row3_kill_after_the_grace_until_reap_has_no_child_left() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(CommandExited(ok()), t);
+        assert_eq!(
+            m.on(
+                LeaderExited {
+                    status: ok(),
+                    pin: false
+                },
+                t
+            ),
+            [ReapLeader]
+        );
+        let end = t + ms(5_000);
+        assert_eq!(m.due(end - ms(1)), None);
+        assert_eq!(m.due(end), Some(DeadlinePassed));
+        assert_eq!(
+            m.on(DeadlinePassed, end),
+            [Say(Note::GraceOverKillAll), Sweep(KILL)]
+        );
+        assert_eq!(m.deadline(), None, "KILL is the last word");
+        // A child forked (or re-parented to reap) since: KILLed too.
+        assert_eq!(m.on(TreeRemains, end + ms(1)), [KillNewcomers]);
+        assert_eq!(m.on(TreeRemains, end + ms(2)), [KillNewcomers]);
+        assert_eq!(
+            m.phase(),
+            Phase::Sweep {
+                stage: Stage::Kill,
+                for_command: true
+            }
+        );
+        assert_eq!(m.on(TreeEmpty, end + ms(3)), [ReportStatus(ok())]);
+        assert_eq!(m.phase(), Phase::Settle);
+    }
+
+    #[test]
+    fn row3_the_tree_gone_within_the_grace_ends_the_sweep_without_kill() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(CommandExited(ok()), t);
+        assert_eq!(m.on(TreeEmpty, t + ms(5)), [ReportStatus(ok())]);
+        assert_eq!(m.deadline(), None);
+        assert_eq!(m.due(t + ms(5_000)), None);
+    }
+
+    #[test]
+    fn row3_after_a_stop_request_the_tree_has_the_grace_that_started_then() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(Event::Signal(TERM, FROM), t);
+        assert_eq!(
+            m.on(CommandExited(Status::Signaled(TERM)), t + ms(3_000)),
+            [ReleaseTerminal, Sweep(TERM)]
+        );
+        assert_eq!(m.deadline(), Some(t + ms(5_000)), "not a new grace");
+    }
+
+    #[test]
+    fn row3_without_proc_the_leader_stays_pinned_until_its_group_got_kill() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(CommandExited(ok()), t);
+        assert_eq!(
+            m.on(
+                LeaderExited {
+                    status: ok(),
+                    pin: true
+                },
+                t
+            ),
+            []
+        );
+        m.on(DeadlinePassed, t + ms(5_000));
+        assert_eq!(
+            m.on(
+                LeaderExited {
+                    status: ok(),
+                    pin: true
+                },
+                t + ms(5_000)
+            ),
+            [ReapLeader]
+        );
+        // With a grace of inf there is no KILL to wait for.
+        let p = Params {
+            grace: None,
+            ..params()
+        };
+        let mut m = running(p, t);
+        m.on(CommandExited(ok()), t);
+        assert_eq!(
+            m.on(
+                LeaderExited {
+                    status: ok(),
+                    pin: true
+                },
+                t
+            ),
+            [ReapLeader]
+        );
+    }
+
+    #[test]
+    fn row3_signals_during_the_sweep_are_not_passed_on() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(CommandExited(ok()), t);
+        let before = m.phase();
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), t),
+            [Say(Note::NotPassedOn(TERM, FROM))]
+        );
+        assert_eq!(m.on(Event::Signal(Signal::CHLD, FROM), t), []);
+        assert_eq!(m.phase(), before);
+    }
+
+    #[test]
+    fn row3_keep_orphans_waits_for_leftovers_without_a_signal() {
+        let t = Instant::now();
+        let p = Params {
+            keep_orphans: true,
+            ..params()
+        };
+        let mut m = running(p, t);
+        assert_eq!(
+            m.on(CommandExited(ok()), t),
+            [ReleaseTerminal, Say(Note::KeepOrphans)]
+        );
+        assert_eq!(m.deadline(), None);
+        assert_eq!(m.on(TreeRemains, t + ms(1)), []);
+        assert_eq!(
+            m.on(Event::Signal(Signal::USR1, FROM), t),
+            [Say(Note::NotPassedOn(Signal::USR1, FROM))]
+        );
+        assert_eq!(m.on(TreeEmpty, t + ms(60_000)), [ReportStatus(ok())]);
+    }
+
+    #[test]
+    fn row3_keep_orphans_a_stop_request_ends_the_wait() {
+        let t = Instant::now();
+        let p = Params {
+            keep_orphans: true,
+            ..params()
+        };
+        let mut m = running(p, t);
+        m.on(CommandExited(ok()), t);
+        let t1 = t + ms(700);
+        assert_eq!(
+            m.on(Event::Signal(Signal::INT, FROM), t1),
+            [Say(Note::StoppingLeftovers(Signal::INT, FROM)), Sweep(TERM)]
+        );
+        assert_eq!(m.deadline(), Some(t1 + ms(5_000)));
+        assert_eq!(
+            m.on(DeadlinePassed, t1 + ms(5_000)),
+            [Say(Note::GraceOverKillAll), Sweep(KILL)]
+        );
+        m.on(TreeEmpty, t1 + ms(5_001));
+        let actions = m.on(Drained, t1 + ms(5_001));
+        assert!(env(&actions).contains(&"REAP_CAUSE=cancel".to_string()));
+    }
+
+    #[test]
+    fn row2_command_not_started_126_127_no_sweep_cause_exit() {
+        for code in [126, 127] {
+            let t = Instant::now();
+            let mut m = Machine::new(params());
+            m.on(Event::Signal(Signal::USR1, FROM), t);
+            m.on(Drained, t);
+            assert_eq!(
+                m.on(CommandStartFailed(code), t),
+                [
+                    ReportStatus(Status::Exited(code)),
+                    Say(Note::NotPassedOn(Signal::USR1, FROM))
+                ]
+            );
+            assert_eq!(m.phase(), Phase::Settle);
+            let actions = m.on(Drained, t);
+            assert_eq!(
+                env(&actions),
+                [
+                    format!("REAP_STATUS={code}"),
+                    "REAP_SIGNAL=".to_string(),
+                    "REAP_CAUSE=exit".to_string()
+                ]
+            );
+            let end = cleanup_exits(&mut m, ok(), t);
+            assert_eq!(exit_of(&end), Some(Status::Exited(code)));
+        }
+    }
+
+    // 4. The cleanup runs in a new process group with REAP_STATUS,
+    //    REAP_SIGNAL and REAP_CAUSE; stop signals now are logged, not passed
+    //    on; only --cleanup-timeout interrupts it.
+
+    #[test]
+    fn row4_cause_cancel_however_command_then_ended() {
+        for status in [ok(), Status::Exited(3), Status::Signaled(Signal::INT)] {
+            let t = Instant::now();
+            let mut m = running(params(), t);
+            m.on(Event::Signal(Signal::INT, FROM), t);
+            // The front's death after the stop request: still a cancel.
+            m.on(CommandExited(status), t);
+            m.on(FrontLost, t);
+            m.on(TreeEmpty, t);
+            let actions = m.on(Drained, t);
+            assert_eq!(actions[0], Say(Note::CommandDone(status, Cause::Cancel)));
+            assert_eq!(env(&actions)[2], "REAP_CAUSE=cancel");
+        }
+    }
+
+    #[test]
+    fn row4_cause_lost_when_the_front_died() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(CommandExited(Status::Exited(3)), t);
+        m.on(FrontLost, t);
+        m.on(TreeEmpty, t);
+        let actions = m.on(Drained, t);
+        assert_eq!(
+            env(&actions),
+            ["REAP_STATUS=3", "REAP_SIGNAL=", "REAP_CAUSE=lost"]
+        );
+    }
+
+    #[test]
+    fn row4_cause_lost_when_the_front_died_after_the_tree_was_gone() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(CommandExited(ok()), t);
+        m.on(TreeEmpty, t);
+        // Read before the cleanup starts: it still counts.
+        assert_eq!(m.on(FrontLost, t), []);
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), t),
+            [Say(Note::NotPassedOn(TERM, FROM))]
+        );
+        let actions = m.on(Drained, t);
+        assert_eq!(env(&actions)[2], "REAP_CAUSE=lost");
+    }
+
+    #[test]
+    fn row4_cause_signal_when_command_was_killed_by_a_signal() {
+        let t = Instant::now();
+        let (_, actions) = settled(params(), Status::Signaled(segv()), t);
+        assert_eq!(
+            env(&actions),
+            ["REAP_STATUS=139", "REAP_SIGNAL=SEGV", "REAP_CAUSE=signal"]
+        );
+    }
+
+    #[test]
+    fn row4_cause_exit_when_command_exited_126_and_127_included() {
+        for code in [0, 1, 126, 127] {
+            let t = Instant::now();
+            let (_, actions) = settled(params(), Status::Exited(code), t);
+            assert_eq!(
+                env(&actions),
+                [
+                    format!("REAP_STATUS={code}"),
+                    "REAP_SIGNAL=".to_string(),
+                    "REAP_CAUSE=exit".to_string()
+                ]
+            );
+            assert!(matches!(actions.last(), Some(StartCleanup(_))));
+        }
+    }
+
+    #[test]
+    fn row4_stop_signals_during_the_cleanup_are_logged_not_passed_on() {
+        let t = Instant::now();
+        let (mut m, _) = settled(params(), ok(), t);
+        m.on(CleanupStarted, t);
+        assert_eq!(m.phase(), Phase::Cleanup { deadline: None });
+        for sig in [TERM, Signal::INT, Signal::HUP, Signal::QUIT, Signal::USR1] {
+            assert_eq!(
+                m.on(Event::Signal(sig, FROM), t),
+                [Say(Note::DuringCleanup(sig, FROM))]
+            );
+        }
+        assert_eq!(m.on(Event::Signal(Signal::CHLD, FROM), t), []);
+        assert_eq!(m.phase(), Phase::Cleanup { deadline: None });
+        assert_eq!(m.due(t + Duration::from_secs(1 << 30)), None);
+    }
+
+    #[test]
+    fn row4_the_cleanups_leftovers_are_swept_and_nothing_interrupts_that() {
+        let t = Instant::now();
+        let (mut m, _) = settled(params(), ok(), t);
+        m.on(CleanupStarted, t);
+        assert_eq!(m.on(CleanupExited(ok()), t), [Sweep(TERM)]);
+        let stage = Stage::Stop(Some(t + ms(5_000)));
+        assert_eq!(
+            m.phase(),
+            Phase::Sweep {
+                stage,
+                for_command: false
+            }
+        );
+        assert_eq!(
+            m.on(FrontLost, t),
+            [],
+            "no KILL at once for the cleanup's tree"
+        );
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), t),
+            [Say(Note::NotPassedOn(TERM, FROM))]
+        );
+        assert_eq!(
+            m.phase(),
+            Phase::Sweep {
+                stage,
+                for_command: false
+            }
+        );
+        assert_eq!(
+            m.on(DeadlinePassed, t + ms(5_000)),
+            [Say(Note::GraceOverKillAll), Sweep(KILL)]
+        );
+        // With --keep-orphans they are waited for, and a stop request does
+        // not end that wait.
+        let p = Params {
+            keep_orphans: true,
+            ..params()
+        };
+        let (mut m, _) = settled(p, ok(), t);
+        m.on(CleanupStarted, t);
+        assert_eq!(m.on(CleanupExited(ok()), t), [Say(Note::KeepOrphans)]);
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), t),
+            [Say(Note::NotPassedOn(TERM, FROM))]
+        );
+        assert_eq!(
+            m.phase(),
+            Phase::Sweep {
+                stage: Stage::Wait,
+                for_command: false
+            }
+        );
+    }
+
+    #[test]
+    fn row4_cleanup_timeout_stops_it_with_grace_then_kill_and_counts_124() {
+        let t = Instant::now();
+        let p = Params {
+            cleanup_timeout: Some(ms(2_000)),
+            grace: Some(ms(1_000)),
+            ..params()
+        };
+        let (mut m, _) = settled(p, ok(), t);
+        let t1 = t + ms(10);
+        m.on(CleanupStarted, t1);
+        assert_eq!(m.deadline(), Some(t1 + ms(2_000)));
+        assert_eq!(m.due(t1 + ms(1_999)), None);
+        let t2 = t1 + ms(2_000);
+        assert_eq!(m.due(t2), Some(DeadlinePassed));
+        assert_eq!(
+            m.on(DeadlinePassed, t2),
+            [Say(Note::CleanupTimedOut), Sweep(TERM)]
+        );
+        assert_eq!(m.deadline(), Some(t2 + ms(1_000)));
+        assert_eq!(
+            m.on(DeadlinePassed, t2 + ms(1_000)),
+            [Say(Note::GraceOverKillAll), Sweep(KILL)]
+        );
+        let killed = Status::Signaled(KILL);
+        assert_eq!(
+            m.on(
+                LeaderExited {
+                    status: killed,
+                    pin: false
+                },
+                t2
+            ),
+            [ReapLeader]
+        );
+        assert_eq!(
+            m.on(TreeEmpty, t2 + ms(1_001)),
+            [
+                Say(Note::CleanupResult(Status::Exited(124))),
+                Say(Note::Exiting(Status::Exited(124))),
+                Finished,
+                Exit(Status::Exited(124))
+            ]
+        );
+        assert_eq!(m.cleanup_result(), Some(Status::Exited(124)));
+    }
+
+    #[test]
+    fn row4_cleanup_timeout_applies_with_keep_orphans_too() {
+        let t = Instant::now();
+        let p = Params {
+            cleanup_timeout: Some(ms(100)),
+            keep_orphans: true,
+            ..params()
+        };
+        let (mut m, _) = settled(p, ok(), t);
+        m.on(CleanupStarted, t);
+        assert_eq!(
+            m.on(DeadlinePassed, t + ms(100)),
+            [Say(Note::CleanupTimedOut), Sweep(TERM)]
+        );
+    }
+
+    // 5. reap exits with COMMAND's status; if COMMAND succeeded and the
+    //    cleanup failed, with the cleanup's status.
+
+    #[test]
+    fn row5_reap_exits_with_commands_status() {
+        let t = Instant::now();
+        let (mut m, _) = settled(params(), Status::Exited(3), t);
+        let end = cleanup_exits(&mut m, ok(), t);
+        assert_eq!(
+            end,
+            [
+                Say(Note::CleanupResult(ok())),
+                Say(Note::Exiting(Status::Exited(3))),
+                Finished,
+                Exit(Status::Exited(3))
+            ]
+        );
+        let (mut m, _) = settled(params(), Status::Exited(3), t);
+        let end = cleanup_exits(&mut m, Status::Exited(5), t);
+        assert_eq!(
+            exit_of(&end),
+            Some(Status::Exited(3)),
+            "COMMAND failed first"
+        );
+    }
+
+    #[test]
+    fn row5_a_cleanup_failure_after_command_success_is_reaps_status() {
+        let t = Instant::now();
+        let (mut m, _) = settled(params(), ok(), t);
+        let end = cleanup_exits(&mut m, Status::Exited(5), t);
+        assert_eq!(exit_of(&end), Some(Status::Exited(5)));
+        let (mut m, _) = settled(params(), ok(), t);
+        let end = cleanup_exits(&mut m, Status::Signaled(TERM), t);
+        assert_eq!(exit_of(&end), Some(Status::Signaled(TERM)));
+        // A cleanup that cannot be started counts as failed.
+        let (mut m, _) = settled(params(), ok(), t);
+        assert_eq!(
+            exit_of(&m.on(CleanupStartFailed(127), t)),
+            Some(Status::Exited(127))
+        );
+        assert!(m.is_done());
+    }
+
+    #[test]
+    fn row5_a_command_killed_by_a_signal_keeps_its_status() {
+        let t = Instant::now();
+        let (mut m, _) = settled(params(), Status::Signaled(TERM), t);
+        let end = cleanup_exits(&mut m, Status::Exited(5), t);
+        assert_eq!(exit_of(&end), Some(Status::Signaled(TERM)));
+    }
+
+    #[test]
+    fn row5_without_a_cleanup_reap_exits_with_commands_status() {
+        let t = Instant::now();
+        let p = Params {
+            cleanup: false,
+            ..params()
+        };
+        let (m, actions) = settled(p, Status::Exited(7), t);
+        assert_eq!(
+            actions,
+            [
+                Say(Note::CommandDone(Status::Exited(7), Cause::Exit)),
+                Say(Note::Exiting(Status::Exited(7))),
+                Finished,
+                Exit(Status::Exited(7))
+            ]
+        );
+        assert!(m.is_done());
+    }
+
+    #[test]
+    fn row5_exec_cleanup_replaces_the_back_and_its_status_is_final() {
+        let t = Instant::now();
+        let p = Params {
+            exec_cleanup: true,
+            ..params()
+        };
+        let (mut m, actions) = settled(p, Status::Exited(3), t);
+        assert!(matches!(actions.last(), Some(ExecCleanup(_))));
+        assert_eq!(
+            env(&actions),
+            ["REAP_STATUS=3", "REAP_SIGNAL=", "REAP_CAUSE=exit"]
+        );
+        // Signals read right before the exec are not left pending for it.
+        assert_eq!(
+            m.on(Event::Signal(Signal::PIPE, FROM), t),
+            [Say(Note::NotPassedOn(Signal::PIPE, FROM))]
+        );
+        // The exec failed: that is the cleanup's status.
+        assert_eq!(
+            exit_of(&m.on(CleanupStartFailed(126), t)),
+            Some(Status::Exited(3))
+        );
+    }
+
+    // The guarantee: the front lost kills COMMAND's tree at once, and the
+    // cleanup still runs.
+
+    #[test]
+    fn guarantee_front_lost_while_command_runs_kills_its_tree_at_once_cause_lost() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        assert_eq!(
+            m.on(FrontLost, t),
+            [Say(Note::FrontLostKillTree), ReleaseTerminal, Sweep(KILL)]
+        );
+        assert_eq!(
+            m.phase(),
+            Phase::Sweep {
+                stage: Stage::Kill,
+                for_command: true
+            }
+        );
+        let killed = Status::Signaled(KILL);
+        assert_eq!(
+            m.on(
+                LeaderExited {
+                    status: killed,
+                    pin: false
+                },
+                t
+            ),
+            [ReapLeader]
+        );
+        m.on(TreeEmpty, t);
+        let actions = m.on(Drained, t);
+        assert_eq!(
+            env(&actions),
+            ["REAP_STATUS=137", "REAP_SIGNAL=KILL", "REAP_CAUSE=lost"]
+        );
+    }
+
+    #[test]
+    fn guarantee_front_lost_during_the_grace_kills_at_once() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(Event::Signal(TERM, FROM), t);
+        assert_eq!(
+            m.on(FrontLost, t + ms(1)),
+            [Say(Note::FrontLostKillTree), ReleaseTerminal, Sweep(KILL)]
+        );
+        assert_eq!(m.deadline(), None);
+    }
+
+    #[test]
+    fn guarantee_front_lost_during_the_sweep_kills_every_descendant_at_once() {
+        for keep_orphans in [false, true] {
+            let t = Instant::now();
+            let p = Params {
+                keep_orphans,
+                ..params()
+            };
+            let mut m = running(p, t);
+            m.on(CommandExited(ok()), t);
+            assert_eq!(
+                m.on(FrontLost, t),
+                [Say(Note::FrontLostKillAll), Sweep(KILL)]
+            );
+            assert_eq!(
+                m.phase(),
+                Phase::Sweep {
+                    stage: Stage::Kill,
+                    for_command: true
+                }
+            );
+            m.on(TreeEmpty, t);
+            assert_eq!(env(&m.on(Drained, t))[2], "REAP_CAUSE=lost");
+        }
+    }
+
+    #[test]
+    fn guarantee_front_lost_during_the_cleanup_the_cleanup_goes_on() {
+        let t = Instant::now();
+        let (mut m, _) = settled(params(), ok(), t);
+        m.on(CleanupStarted, t);
+        assert_eq!(m.on(FrontLost, t), [Say(Note::FrontLostCleanupGoesOn)]);
+        assert_eq!(m.phase(), Phase::Cleanup { deadline: None });
+        let end = cleanup_exits_started(&mut m, ok(), t);
+        assert_eq!(exit_of(&end), Some(ok()));
+    }
+
+    /// As [`cleanup_exits`], for a cleanup already started.
+    fn cleanup_exits_started(m: &mut Machine, status: Status, t: Instant) -> Vec<Action> {
+        m.on(CleanupExited(status), t);
+        m.on(LeaderExited { status, pin: false }, t);
+        m.on(TreeEmpty, t)
+    }
+
+    #[test]
+    fn guarantee_front_lost_before_command_started_it_never_starts_cause_lost_137_kill() {
+        let t = Instant::now();
+        let mut m = Machine::new(params());
+        assert_eq!(m.on(Event::Signal(TERM, FROM), t), []);
+        assert_eq!(m.on(FrontLost, t), []);
+        let killed = Status::Signaled(KILL);
+        assert_eq!(
+            m.on(Drained, t),
+            [
+                Say(Note::NotStarting),
+                ReportStatus(killed),
+                Say(Note::NotPassedOn(TERM, FROM))
+            ]
+        );
+        assert_eq!(m.phase(), Phase::Settle);
+        let actions = m.on(Drained, t);
+        assert!(!actions.contains(&StartCommand));
+        assert_eq!(actions[0], Say(Note::CommandDone(killed, Cause::Lost)));
+        assert_eq!(
+            env(&actions),
+            ["REAP_STATUS=137", "REAP_SIGNAL=KILL", "REAP_CAUSE=lost"]
+        );
+        let end = cleanup_exits(&mut m, ok(), t);
+        assert_eq!(exit_of(&end), Some(killed));
+    }
+
+    // The killed back: the front takes over.
+
+    #[test]
+    fn killed_back_the_front_kills_commands_tree_at_once_and_runs_the_cleanup_not_in_place() {
+        let t = Instant::now();
+        let p = Params {
+            exec_cleanup: true,
+            ..params()
+        };
+        let (mut m, start) = Machine::take_over(p, None, true);
+        assert_eq!(start, [ReleaseTerminal, KillGroup, Sweep(KILL)]);
+        assert_eq!(
+            m.phase(),
+            Phase::Sweep {
+                stage: Stage::Kill,
+                for_command: true
+            }
+        );
+        let killed = Status::Signaled(KILL);
+        assert_eq!(
+            m.on(
+                LeaderExited {
+                    status: killed,
+                    pin: true
+                },
+                t
+            ),
+            [ReapLeader]
+        );
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), t),
+            [Say(Note::NotPassedOn(TERM, FROM))]
+        );
+        assert_eq!(m.on(TreeEmpty, t), [ReportStatus(killed)]);
+        let actions = m.on(Drained, t);
+        assert!(
+            matches!(actions.last(), Some(StartCleanup(_))),
+            "never exec'd"
+        );
+        assert_eq!(
+            env(&actions),
+            ["REAP_STATUS=137", "REAP_SIGNAL=KILL", "REAP_CAUSE=lost"]
+        );
+        // The front says what happened on a line of its own, and exits 125.
+        let end = cleanup_exits(&mut m, Status::Exited(4), t);
+        assert_eq!(
+            end,
+            [Say(Note::CleanupResult(Status::Exited(4))), Exit(killed)]
+        );
+        assert_eq!(m.cleanup_result(), Some(Status::Exited(4)));
+    }
+
+    #[test]
+    fn killed_back_the_status_it_reported_is_the_cleanups_reap_status() {
+        let t = Instant::now();
+        let (mut m, start) = Machine::take_over(params(), Some(Status::Exited(3)), false);
+        assert_eq!(
+            start,
+            [ReleaseTerminal, Sweep(KILL)],
+            "nothing to KILL first"
+        );
+        m.on(TreeEmpty, t);
+        assert_eq!(
+            env(&m.on(Drained, t)),
+            ["REAP_STATUS=3", "REAP_SIGNAL=", "REAP_CAUSE=lost"]
+        );
+    }
+
+    #[test]
+    fn done_ignores_everything() {
+        let t = Instant::now();
+        let p = Params {
+            cleanup: false,
+            ..params()
+        };
+        let (mut m, _) = settled(p, ok(), t);
+        assert!(m.is_done());
+        for e in [
+            FrontLost,
+            Event::Signal(TERM, FROM),
+            DeadlinePassed,
+            TreeEmpty,
+            Drained,
+        ] {
+            assert_eq!(m.on(e, t), []);
+        }
+        assert_eq!(m.deadline(), None);
+    }
+}
