@@ -13,7 +13,7 @@ use crate::error::{describe, Error};
 use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 /// The schema's version, in every line (`"v":1`).
 pub const VERSION: u32 = 1;
@@ -71,12 +71,8 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
     };
     // Never wait on the log. The flag is on the open file description,
     // which the caller may share: documented in the man pages.
-    // SAFETY: fcntl with integer arguments on our descriptor.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
+    if let Ok(flags) = rustix::fs::fcntl_getfl(&fd) {
+        let _ = rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK);
     }
     Ok(EventLog {
         fd,
@@ -136,12 +132,7 @@ fn escaped(out: &mut Line, s: &str) -> std::fmt::Result {
 }
 
 fn monotonic_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
@@ -187,9 +178,7 @@ pub fn emit(event: &str, fields: &[(&str, Value<'_>)]) {
             return;
         };
         let written = format(event, fields).is_some_and(|line| {
-            // SAFETY: write from our buffer to our descriptor.
-            let n = unsafe { libc::write(log.fd.as_raw_fd(), line.buf.as_ptr().cast(), line.len) };
-            n == line.len as isize
+            rustix::io::write(&log.fd, &line.buf[..line.len]).is_ok_and(|n| n == line.len)
         });
         if !written {
             log.dropped.set(log.dropped.get() + 1);

@@ -77,8 +77,7 @@ pub fn take_back_from(from: i32) {
 
 /// This process's session id.
 pub fn own_session() -> i32 {
-    // SAFETY: getsid(0) has no preconditions.
-    unsafe { libc::getsid(0) }
+    rustix::process::getsid(None).map_or(0, |p| p.as_raw_nonzero().get())
 }
 
 /// This process's group id.
