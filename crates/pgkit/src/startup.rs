@@ -38,37 +38,35 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub struct Startup {
     /// The signal mask at start-up.
     pub mask: SigSet,
-    /// The signals that were `SIG_IGN` at start-up (SIGCHLD included, though
-    /// the tool itself no longer ignores it).
-    pub ignored: SigSet,
+    /// SIGCHLD was ignored at start-up (and set back to its default action
+    /// for the tool itself).
+    pub ignore_children: bool,
 }
 
 static CAPTURED: AtomicBool = AtomicBool::new(false);
 static MASK: AtomicU64 = AtomicU64::new(0);
-static IGNORED: AtomicU64 = AtomicU64::new(0);
+static IGNORE_CHILDREN: AtomicBool = AtomicBool::new(false);
 
-/// Read the caller's signal state, undo an ignored SIGCHLD, and block every
+/// Read the caller's signal mask, undo an ignored SIGCHLD, and block every
 /// signal the tool reads from its `signalfd`. Runs before `main`, from the
 /// constructor that [`crate::main!`] places in each tool; [`Startup::get`]
 /// runs it if that constructor did not.
+///
+/// The other dispositions are not read here: the tool changes none but
+/// SIGCHLD's, so they are still the caller's whenever they are asked for
+/// ([`Startup::ignored`]), and only the few a tool acts on are.
 pub extern "C" fn capture_and_block() {
     if CAPTURED.load(Ordering::Acquire) {
         return;
     }
     let mask = sigraw::mask();
-    let mut ignored = SigSet::EMPTY;
-    for s in Signal::all().filter(|s| !s.is_uncatchable()) {
-        if sigraw::disposition(s) == Disposition::Ignore {
-            ignored.insert(s);
-        }
-    }
     if sigraw::children_auto_reaped() {
         // SIG_IGN, or SA_NOCLDWAIT (which exec clears, but a program may
         // still call us without exec in between: a fork of a test harness).
+        IGNORE_CHILDREN.store(true, Ordering::Relaxed);
         let _ = sigraw::set_disposition(Signal::CHLD, false);
     }
     MASK.store(mask.bits(), Ordering::Relaxed);
-    IGNORED.store(ignored.bits(), Ordering::Relaxed);
     CAPTURED.store(true, Ordering::Release);
     block(SigSet::blockable());
 }
@@ -89,15 +87,32 @@ impl Startup {
         capture_and_block();
         Startup {
             mask: SigSet::from_bits(MASK.load(Ordering::Relaxed)),
-            ignored: SigSet::from_bits(IGNORED.load(Ordering::Relaxed)),
+            ignore_children: IGNORE_CHILDREN.load(Ordering::Relaxed),
         }
+    }
+
+    /// Of `set`, the signals the caller left ignored (one `rt_sigaction`
+    /// query each: the tool changed no disposition but SIGCHLD's).
+    pub fn ignored(&self, set: SigSet) -> SigSet {
+        let mut out = SigSet::EMPTY;
+        for sig in set.iter().filter(|s| !s.is_uncatchable()) {
+            let ignored = if sig == Signal::CHLD {
+                self.ignore_children
+            } else {
+                sigraw::disposition(sig) == Disposition::Ignore
+            };
+            if ignored {
+                out.insert(sig);
+            }
+        }
+        out
     }
 
     /// Of the signals in `acts_on` (what the tool would forward or act on),
     /// those it must drop because the caller left them ignored and no
     /// option named them (`named`): the nohup rule. Says so with `-v`.
     pub fn left_ignored(&self, acts_on: SigSet, named: SigSet) -> SigSet {
-        let dropped = self.ignored.intersect(acts_on).minus(named);
+        let dropped = self.ignored(acts_on.minus(named));
         if !dropped.is_empty() {
             crate::verbose!(
                 "{dropped} ignored by the caller: neither passed on nor acted on (name it in an \
@@ -111,8 +126,7 @@ impl Startup {
     /// computing it here keeps the child's side to plain system calls.
     pub fn restorer(&self) -> Restorer {
         Restorer {
-            ignore_children: self.ignored.contains(Signal::CHLD),
-            ignored: self.ignored,
+            ignore_children: self.ignore_children,
             mask: self.mask,
         }
     }
@@ -122,8 +136,6 @@ impl Startup {
 pub struct Restorer {
     /// SIGCHLD was ignored by the caller (and un-ignored by the tool).
     ignore_children: bool,
-    /// Every signal the caller left ignored.
-    ignored: SigSet,
     mask: SigSet,
 }
 
@@ -139,8 +151,11 @@ impl Restorer {
     /// discards it; the caller's disposition is put back right after.
     fn discard_pending(&self) {
         for sig in sigraw::pending().iter() {
+            // The disposition now is the caller's (the tool changes none
+            // but SIGCHLD's, which `restore` sets after this).
+            let was = sigraw::disposition(sig);
             let _ = sigraw::set_disposition(sig, true);
-            let _ = sigraw::set_disposition(sig, self.ignored.contains(sig));
+            let _ = sigraw::set_disposition(sig, was == Disposition::Ignore);
         }
     }
 
