@@ -574,8 +574,7 @@ impl<'a> Back<'a> {
     /// Phase 4: the cleanup, with its leftovers swept after it. Returns its
     /// status (`None` without `--cleanup`).
     fn cleanup(&mut self, status: Status, cause: Cause) -> Option<Status> {
-        let cmd = self.config.cleanup.clone()?;
-        let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), cmd];
+        let argv: Vec<OsString> = self.config.cleanup_argv()?;
         let mut spawn = Spawn::new(&argv);
         spawn.isolation(Isolation::Group);
         for (key, value) in cleanup_env(status, cause) {
