@@ -32,6 +32,8 @@
 //!   * `--read`: also read stdin (main process only), printing `read: <line>` per line and
 //!     `eof` once at end of input; the probe keeps running after `eof`.
 //!   * `--sleep-ms N`: exit on its own after N ms (printing `exit pid=<pid>` first).
+//!   * `--env PREFIX`: first print `env NAME=VALUE` for each environment variable whose name
+//!     starts with PREFIX (a cleanup's REAP_* where no shell can show them).
 //!
 //! Bad flags print a message on stderr and exit with status 2.
 //!
@@ -63,7 +65,7 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
             err_line(&format!("sigprobe: {msg}"));
             err_line(
                 "usage: sigprobe --status | [--ignore LIST] [--exit-on LIST|none] [--linger MS] \
-                 [--exit-code N] [--fork N] [--escape N] [--read] [--sleep-ms N]",
+                 [--exit-code N] [--fork N] [--escape N] [--read] [--sleep-ms N] [--env PREFIX]",
             );
             2
         }
@@ -87,6 +89,7 @@ struct Opts {
     escape: u32,
     read: bool,
     sleep_ms: Option<u64>,
+    env_prefix: Option<String>,
 }
 
 fn parse_args(args: &[String]) -> Result<Mode, String> {
@@ -100,6 +103,7 @@ fn parse_args(args: &[String]) -> Result<Mode, String> {
         escape: 0,
         read: false,
         sleep_ms: None,
+        env_prefix: None,
     };
     let mut exit_on: Option<Vec<c_int>> = None;
     let mut i = 0;
@@ -119,6 +123,7 @@ fn parse_args(args: &[String]) -> Result<Mode, String> {
                 | "--fork"
                 | "--escape"
                 | "--sleep-ms"
+                | "--env"
         );
         let value = if takes_value {
             match inline {
@@ -151,6 +156,7 @@ fn parse_args(args: &[String]) -> Result<Mode, String> {
             }
             "--linger" => opts.linger_ms = parse_num(name, &value)?,
             "--sleep-ms" => opts.sleep_ms = Some(parse_num(name, &value)?),
+            "--env" => opts.env_prefix = Some(value),
             "--exit-code" => {
                 let n: u64 = parse_num(name, &value)?;
                 if n > 255 {
@@ -450,6 +456,19 @@ enum Role {
 
 fn probe_mode(opts: &Opts) -> c_int {
     let max = libc::SIGRTMAX();
+    if let Some(prefix) = &opts.env_prefix {
+        let mut vars: Vec<_> = std::env::vars_os()
+            .filter(|(k, _)| k.to_string_lossy().starts_with(prefix.as_str()))
+            .collect();
+        vars.sort();
+        for (k, v) in vars {
+            out_line(&format!(
+                "env {}={}",
+                k.to_string_lossy(),
+                v.to_string_lossy()
+            ));
+        }
+    }
 
     // SAFETY: sigaction/sigprocmask calls with properly initialised structures.
     let mut catch: libc::sigset_t = unsafe { std::mem::zeroed() };

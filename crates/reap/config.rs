@@ -16,6 +16,9 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
                              (default HUP,INT,QUIT,TERM,USR1,USR2,WINCH)
   -c, --cleanup CMD          shell command (/bin/sh -c CMD) run once COMMAND
                              and all its descendants are gone
+      --cleanup-exec PROG [ARG]... ;
+                             the cleanup as an argument vector, run without
+                             a shell; ends at a lone ';' (quote it: \\; or ';')
   -g, --grace DUR            stop signal, then this long, then KILL (default 5s)
   -s, --signal SIG           stop signal for leftover descendants (default TERM)
       --cleanup-timeout DUR  stop the cleanup if it runs longer (default inf);
@@ -34,6 +37,8 @@ The cleanup gets REAP_STATUS (N or 128+S), REAP_SIGNAL (TERM, or empty) and
 REAP_CAUSE (cancel, lost, signal or exit). It runs even if the process reap
 was started as is SIGKILLed alone or with its whole process group.
 Durations: 10, 10s, 1.5s, 250ms, 2m, 1h, 1d, inf.
+Invoked as docker-init (dockerd --init-path), --version prints the
+`tini version X - git.Y` line Docker reads for `docker info`.
 Exit status: COMMAND's (killed by a signal => reap dies of it too; 128+S as
 PID 1); if COMMAND succeeded and the cleanup failed, the cleanup's.
 125 reap failed, 126 COMMAND not executable, 127 COMMAND not found.
@@ -44,8 +49,10 @@ See reap(1).
 pub struct Config {
     /// Signals passed on to COMMAND's group.
     pub forward: SigSet,
-    /// The cleanup's shell command.
+    /// The cleanup's shell command (`--cleanup`).
     pub cleanup: Option<OsString>,
+    /// The cleanup as an argument vector (`--cleanup-exec`), no shell.
+    pub cleanup_exec: Option<Vec<OsString>>,
     pub grace: Timeout,
     /// Stop signal for leftovers (and for the cleanup on its timeout).
     pub signal: Signal,
@@ -70,12 +77,61 @@ impl Config {
     pub fn grace(&self) -> Option<Duration> {
         self.grace.duration()
     }
+
+    /// The cleanup's argument vector: `/bin/sh -c CMD` for `--cleanup`,
+    /// the vector as given for `--cleanup-exec`; `None` without a cleanup.
+    pub fn cleanup_argv(&self) -> Option<Vec<OsString>> {
+        match (&self.cleanup, &self.cleanup_exec) {
+            (Some(cmd), _) => Some(vec!["/bin/sh".into(), "-c".into(), cmd.clone()]),
+            (None, argv) => argv.clone(),
+        }
+    }
+}
+
+/// The version line when reap is invoked as `docker-init` (the name
+/// `dockerd --init-path` expects), else `None`. Docker runs `docker-init
+/// --version` for `docker info` and reads tini's form, `tini version X -
+/// git.Y` (moby's parseInitVersion): Y, shown as "init version", must hold
+/// no dot, so the dots of reap's version become underscores there.
+pub fn docker_init_version(argv0: &std::ffi::OsStr) -> Option<String> {
+    let name = std::path::Path::new(argv0).file_name()?;
+    (name == "docker-init").then(|| {
+        let version = cli::VERSION;
+        format!(
+            "tini version {version} - git.reap-{}\n",
+            version.replace('.', "_")
+        )
+    })
+}
+
+/// The arguments of `--cleanup-exec` after PROG (`first`), up to the lone
+/// `;` that ends them (taken whole: an argument that merely contains `;` is
+/// one of them).
+fn cleanup_exec(first: OsString, parser: &mut lexopt::Parser) -> Result<Vec<OsString>, Error> {
+    let hint = "(write --cleanup-exec PROG [ARG]... ';' before COMMAND)";
+    if first == ";" || first.is_empty() {
+        return Err(Error::usage(format!(
+            "empty command for --cleanup-exec {hint}"
+        )));
+    }
+    let mut argv = vec![first];
+    let mut raw = parser.raw_args().map_err(cli::lexopt_error)?;
+    for arg in &mut raw {
+        if arg == ";" {
+            return Ok(argv);
+        }
+        argv.push(arg);
+    }
+    Err(Error::usage(format!(
+        "no ';' ends the arguments of --cleanup-exec {hint}"
+    )))
 }
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
     let mut parser = lexopt::Parser::from_args(args);
     let mut forward = None;
     let mut cleanup = None;
+    let mut cleanup_exec_argv: Option<Vec<OsString>> = None;
     let mut grace = Timeout::After(Duration::from_secs(5));
     let mut signal = Signal::TERM;
     let mut cleanup_timeout = None;
@@ -97,6 +153,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 }
                 cleanup = Some(value);
             }
+            Long("cleanup-exec") => {
+                if cleanup_exec_argv.is_some() {
+                    return Err(Error::usage(
+                        "--cleanup-exec given twice (one cleanup command; chain more in PROG)",
+                    ));
+                }
+                let first = parser.value().map_err(cli::lexopt_error)?;
+                cleanup_exec_argv = Some(cleanup_exec(first, &mut parser)?);
+            }
             Short('g') | Long("grace") => grace = cli::duration(&mut parser, &opt)?,
             Short('s') | Long("signal") => signal = cli::signal(&mut parser, &opt)?,
             Long("cleanup-timeout") => cleanup_timeout = Some(cli::duration(&mut parser, &opt)?),
@@ -117,14 +182,20 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let command = command.ok_or_else(cli::missing_command)?;
     let named = forward.unwrap_or(SigSet::EMPTY);
     let forward = cli::catchable(forward.unwrap_or_else(SigSet::requests), "--forward")?;
-    if cleanup.is_none() {
+    if cleanup.is_some() && cleanup_exec_argv.is_some() {
+        return Err(Error::usage(
+            "--cleanup and --cleanup-exec cannot be used together (one cleanup: a shell \
+             command or an argument vector)",
+        ));
+    }
+    if cleanup.is_none() && cleanup_exec_argv.is_none() {
         for (given, opt) in [
             (exec_cleanup, "--exec-cleanup"),
             (cleanup_timeout.is_some(), "--cleanup-timeout"),
         ] {
             if given {
                 return Err(Error::usage(format!(
-                    "{opt} needs a cleanup command (add --cleanup CMD)"
+                    "{opt} needs a cleanup command (add --cleanup CMD or --cleanup-exec PROG... ';')"
                 )));
             }
         }
@@ -138,6 +209,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     Ok(Parsed::Run(Config {
         forward,
         cleanup,
+        cleanup_exec: cleanup_exec_argv,
         grace,
         signal,
         cleanup_timeout: cleanup_timeout.unwrap_or(Timeout::Never),
@@ -200,6 +272,43 @@ mod tests {
     }
 
     #[test]
+    fn cleanup_exec_takes_the_arguments_up_to_a_lone_semicolon() {
+        let c = run("--cleanup-exec docker rm -f x;y ; -g 1s -- cmd a").unwrap();
+        let argv = ["docker", "rm", "-f", "x;y"].map(OsString::from).to_vec();
+        assert_eq!(c.cleanup_exec.as_ref(), Some(&argv));
+        assert_eq!(c.cleanup_argv(), Some(argv));
+        assert_eq!(c.grace(), Some(Duration::from_secs(1)));
+        assert_eq!(c.command, ["cmd", "a"]);
+        let c = run("--cleanup-exec=/bin/true ; --exec-cleanup cmd").unwrap();
+        assert_eq!(c.cleanup_argv(), Some(vec!["/bin/true".into()]));
+        assert!(c.exec_cleanup);
+        // PROG may look like an option.
+        let c = run("--cleanup-exec -x -- ; cmd").unwrap();
+        assert_eq!(c.cleanup_argv(), Some(vec!["-x".into(), "--".into()]));
+        let c = run("-c x cmd").unwrap();
+        let sh = ["/bin/sh", "-c", "x"].map(OsString::from).to_vec();
+        assert_eq!(c.cleanup_argv(), Some(sh));
+        assert_eq!(run("cmd").unwrap().cleanup_argv(), None);
+    }
+
+    #[test]
+    fn docker_init_version_is_tinis_form_only_under_that_name() {
+        let line = docker_init_version("/usr/libexec/docker/docker-init".as_ref()).unwrap();
+        let want = format!(
+            "tini version {} - git.reap-{}\n",
+            cli::VERSION,
+            cli::VERSION.replace('.', "_")
+        );
+        assert_eq!(line, want);
+        // moby splits at " - " and wants exactly "git.Y".
+        let git = line.trim().split(" - ").nth(1).unwrap();
+        assert_eq!(git.split('.').count(), 2, "{line}");
+        assert_eq!(docker_init_version("docker-init".as_ref()), Some(line));
+        assert_eq!(docker_init_version("/usr/bin/reap".as_ref()), None);
+        assert_eq!(docker_init_version("docker-init2".as_ref()), None);
+    }
+
+    #[test]
     fn options_stop_at_command() {
         let c = run("-v graceful -g 5 sleep 9").unwrap();
         assert_eq!(c.command, ["graceful", "-g", "5", "sleep", "9"]);
@@ -236,6 +345,13 @@ mod tests {
             "--exec-cleanup cmd",
             "--exec-cleanup -c true --cleanup-timeout 5 cmd",
             "--cleanup",
+            "--cleanup-exec",
+            "--cleanup-exec ;",
+            "--cleanup-exec true",
+            "--cleanup-exec true -- cmd",
+            "--cleanup-exec true ; -c x cmd",
+            "-c x --cleanup-exec true ; cmd",
+            "--cleanup-exec a ; --cleanup-exec b ; cmd",
             "--help=x cmd",
             "--keep-orphans=yes cmd",
         ] {

@@ -189,7 +189,7 @@ impl Params {
             grace: config.grace(),
             signal: config.signal,
             keep_orphans: config.keep_orphans,
-            cleanup: config.cleanup.is_some(),
+            cleanup: config.cleanup_argv().is_some(),
             cleanup_timeout: config.cleanup_timeout.duration(),
             exec_cleanup: config.exec_cleanup,
         }

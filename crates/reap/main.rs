@@ -33,7 +33,11 @@ const _: fn() -> ! = run;
 fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("reap");
-    let mut config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
+    let parsed = config::parse(std::env::args_os().skip(1));
+    if let Ok(cli::Parsed::Version) = parsed {
+        docker_init_version();
+    }
+    let mut config = cli::run_or_exit(parsed);
     log::set_verbose(config.verbose);
     // nohup's rule: what the caller left ignored stays ignored.
     let dropped = startup.left_ignored(config.forward, config.named);
@@ -80,4 +84,16 @@ fn run() -> ! {
     let terminal = Terminal::new(handed_over, config.foreground, to_front.clone());
     let status = Back::new(&config, &startup, inbox, terminal, handed_over, to_front).run();
     exit::finish(status)
+}
+
+/// Invoked as `docker-init` (`dockerd --init-path`): answer `--version` in
+/// tini's form, which `docker info` parses; see config::docker_init_version.
+fn docker_init_version() {
+    use std::io::Write;
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if let Some(line) = config::docker_init_version(&argv0) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
+        exit::exit_code(0)
+    }
 }

@@ -461,10 +461,10 @@ impl<'a> Back<'a> {
         }
     }
 
-    /// The cleanup, `/bin/sh -c CMD` in a new process group.
+    /// The cleanup (`/bin/sh -c CMD`, or `--cleanup-exec`'s vector) in a
+    /// new process group.
     fn cleanup_spawn(&self, env: Env) -> Spawn {
-        let cmd = self.config.cleanup.clone().unwrap_or_default();
-        let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), cmd];
+        let argv: Vec<OsString> = self.config.cleanup_argv().unwrap_or_default();
         let mut spawn = Spawn::new(&argv);
         spawn.isolation(Isolation::Group);
         for (key, value) in env {

@@ -295,3 +295,80 @@ fn exec_cleanup_replaces_the_subreaper_and_decides_the_status() {
         });
     }
 }
+
+/// `--cleanup-exec PROG [ARG]... ;`: the cleanup as an argument vector, run
+/// without a shell (images with no /bin/sh), under the same rules as
+/// `--cleanup`: environment, own process group, `--cleanup-timeout`,
+/// `--exec-cleanup`.
+#[test]
+fn cleanup_exec_runs_an_argument_vector_under_the_same_rules() {
+    // The arguments reach PROG as given: no shell expands or splits them.
+    let mut run = reap([
+        "--cleanup-exec",
+        "printf",
+        "arg=%s\\n",
+        "a b",
+        "$HOME",
+        "*",
+        ";",
+        "--",
+        "true",
+    ])
+    .stderr_piped()
+    .spawn();
+    let lines = run.expect_eof(TIMEOUT);
+    let status = run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    assert_eq!(
+        lines,
+        ["arg=a b", "arg=$HOME", "arg=*"],
+        "--cleanup-exec: {status:?} {err}"
+    );
+    assert_eq!(status.code(), Some(0));
+
+    // REAP_STATUS / REAP_SIGNAL / REAP_CAUSE, as for --cleanup.
+    let mut run = reap(["--cleanup-exec", "env", ";", "--", "sh", "-c", "exit 3"]).spawn();
+    let lines = run.expect_eof(TIMEOUT);
+    for var in ["REAP_STATUS=3", "REAP_SIGNAL=", "REAP_CAUSE=exit"] {
+        assert!(lines.iter().any(|l| l == var), "no {var} in {lines:?}");
+    }
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(3));
+
+    // Its own process group, and stop signals to reap do not reach it.
+    let mut run = reap(["--cleanup-exec", &sigprobe(), "--sleep-ms", "300", ";"])
+        .args(["--", "true"])
+        .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    assert_eq!(probe.pgid, probe.pid, "the cleanup leads its own group");
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("exit pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let lines = run.lines_so_far();
+    assert!(!lines.iter().any(|l| l.starts_with("got ")), "{lines:?}");
+
+    // --cleanup-timeout stops it: status 124.
+    let mut run = reap(["--cleanup-timeout", "0.3s", "--cleanup-exec", &sigprobe()])
+        .args([";", "--", "true"])
+        .stderr_piped()
+        .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(124));
+    let _ = run.stderr_all();
+
+    // --exec-cleanup: it replaces the subreaper; its status is final.
+    let mut run = reap(["--exec-cleanup", "--cleanup-exec", "sh", "-c"])
+        .args(["echo cleanup pid=$$; exit 7", ";", "--", "sh", "-c"])
+        .arg("echo back=$PPID")
+        .spawn();
+    let back = field(&run.expect_line("back=", TIMEOUT), "back");
+    let mut guard = Guard::new();
+    guard.watch(back);
+    let line = run.expect_line("cleanup pid=", TIMEOUT);
+    assert_eq!(
+        field(&line, "pid"),
+        back,
+        "the cleanup runs as the subreaper"
+    );
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(7));
+}

@@ -9,6 +9,8 @@ use kit::{procfs, reap as reap_kit, skip, tmux};
 mod cleanup;
 /// Malformed invocations: 125, one line, nothing started; each tool's options.
 mod command_line;
+/// Real containers under a real Docker daemon: the CI report, ENTRYPOINT, init, examples.
+mod containers;
 /// Help texts, man pages and parsers agree.
 mod docs;
 /// The event log: JSON lines in the contract's order; never blocking.

@@ -119,7 +119,7 @@ fn cannot_run(test: &str) -> bool {
 // ---------------------------------------------------------------------------------------------
 // The packages, built once
 
-struct Packages {
+pub(crate) struct Packages {
     deb: Option<PathBuf>,
     rpm: Option<PathBuf>,
     status: ExitStatus,
@@ -128,7 +128,7 @@ struct Packages {
 }
 
 impl Packages {
-    fn deb(&self) -> &Path {
+    pub(crate) fn deb(&self) -> &Path {
         self.deb.as_deref().unwrap_or_else(|| {
             panic!(
                 "scripts/package made no .deb ({}):\n{}",
@@ -155,7 +155,7 @@ fn target_dir() -> PathBuf {
 }
 
 /// `scripts/package --lint` into target/package-test, once per test run.
-fn packages() -> &'static Packages {
+pub(crate) fn packages() -> &'static Packages {
     static BUILT: OnceLock<Packages> = OnceLock::new();
     BUILT.get_or_init(|| {
         let out = target_dir().join("package-test");

@@ -7,12 +7,21 @@ function __pgwrap_suite_command_started
     set -l tokens (commandline -opc)
     set -e tokens[1]
     set -l skip 0
+    set -l vector 0
     for token in $tokens
         if test $skip = 1
             set skip 0
             continue
         end
+        # --cleanup-exec's argument vector runs up to a lone ';'.
+        if test $vector = 1
+            test "$token" = ';'; and set vector 0
+            continue
+        end
         switch $token
+            case --cleanup-exec
+                set vector 1
+                continue
             case --
                 return 0
             case '--*=*'
@@ -34,13 +43,14 @@ function __pgwrap_suite_signal_list
     end
 end
 
-set -l with_value -f --forward -c --cleanup -g --grace -s --signal --cleanup-timeout
+set -l with_value -f --forward -c --cleanup --cleanup-exec -g --grace -s --signal --cleanup-timeout
 set -l opts "not __pgwrap_suite_command_started $with_value"
 set -l signals 'HUP INT QUIT TERM USR1 USR2 WINCH ALRM CONT PIPE PROF PWR URG IO VTALRM XCPU XFSZ RTMIN RTMAX'
 set -l durations '10s 30s 1m 5m inf'
 
 complete -c reap -n $opts -s f -l forward -x -a '(__pgwrap_suite_signal_list)' -d 'Signals passed on to the group of COMMAND'
 complete -c reap -n $opts -s c -l cleanup -x -a '(__fish_complete_command)' -d 'Shell command run once everything is gone'
+complete -c reap -n $opts -l cleanup-exec -x -a '(__fish_complete_command)' -d 'The cleanup as an argument vector, ends at ;'
 complete -c reap -n $opts -s g -l grace -x -a $durations -d 'Stop signal, this long, then KILL (default 5s)'
 complete -c reap -n $opts -s s -l signal -x -a "KILL $signals" -d 'Stop signal for leftovers (default TERM)'
 complete -c reap -n $opts -l cleanup-timeout -x -a $durations -d 'Stop the cleanup if it runs longer'
