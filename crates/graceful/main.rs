@@ -15,7 +15,7 @@ use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
 use pgkit::tty::{self, JobControl};
-use pgkit::{cli, events, exit, log, reap, verbose, Error, SigSet, Status};
+use pgkit::{cli, events, exit, log, notify, reap, verbose, Error, SigSet, Status};
 use std::time::Instant;
 use supervise::Supervisor;
 
@@ -35,6 +35,11 @@ fn run() -> ! {
     if let Some(target) = &config.events {
         events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
     }
+
+    // Before COMMAND exists: its notification socket, and what systemd's
+    // variables become for it.
+    let relay = notify::open();
+    let service = notify::Service::new(relay.as_ref());
 
     let caught = SigSet::blockable().union(config.caught());
     startup::block(caught);
@@ -58,7 +63,15 @@ fn run() -> ! {
         Some(ms) => spawn.env(budget::VAR, ms),
         None => spawn.env_remove(budget::VAR),
     };
-    let child = spawn.spawn(&startup).unwrap_or_else(|e| e.exit());
+    service.command(&mut spawn);
+    let child = match spawn.spawn(&startup) {
+        Ok(child) => child,
+        Err(e) => {
+            drop(relay); // the socket goes with it
+            e.exit()
+        }
+    };
+    service.command_started();
     let machine = Machine::new(config.ladder(grace), config.timeout, Instant::now());
     events::started(child.pid(), child.pid(), pgkit::tty::own_session());
     verbose!(
@@ -67,7 +80,7 @@ fn run() -> ! {
     );
 
     let jobs = JobControl::new(handed_over, mode);
-    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs);
+    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs, relay);
     let status = supervisor.run();
     let timed_out = supervisor.finish();
     if timed_out && !config.preserve_status {

@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::machine::{Action, Event, Machine};
 use pgkit::child::Job;
 use pgkit::events::{self, Value};
+use pgkit::notify::Relay;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::{self, JobControl};
 use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
@@ -31,6 +32,8 @@ pub struct Supervisor<'a> {
     member: Option<group::Member>,
     /// Said once that, without `/proc`, the group is watched blind.
     blind_warned: bool,
+    /// COMMAND's notification socket, relayed to systemd's.
+    relay: Option<Relay>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -40,6 +43,7 @@ impl<'a> Supervisor<'a> {
         machine: Machine,
         signals: SignalFd,
         jobs: JobControl,
+        relay: Option<Relay>,
     ) -> Supervisor<'a> {
         Supervisor {
             config,
@@ -50,6 +54,7 @@ impl<'a> Supervisor<'a> {
             stopped: false,
             member: None,
             blind_warned: false,
+            relay,
         }
     }
 
@@ -62,6 +67,9 @@ impl<'a> Supervisor<'a> {
             self.watch_command();
             for got in received {
                 self.on_signal(got);
+            }
+            if let Some(relay) = self.relay.as_mut() {
+                relay.relay();
             }
             let now = Instant::now();
             if let Some(event) = self.machine.due(now) {
@@ -98,6 +106,10 @@ impl<'a> Supervisor<'a> {
             events::reaped(self.child.pid(), status);
         }
         let _ = reap::reap_except(None);
+        // What COMMAND's group said last is sent on; then the socket goes.
+        if let Some(mut relay) = self.relay.take() {
+            relay.relay();
+        }
         self.machine.timed_out()
     }
 
@@ -308,6 +320,7 @@ impl<'a> Supervisor<'a> {
         if let Some(fd) = self.member.as_ref().and_then(|m| m.pidfd.as_ref()) {
             fds.push(fd.as_fd());
         }
+        fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
         if let Err(e) = poll::wait(&fds, self.machine.deadline()) {
             pgkit::warn!("poll failed: {e}");
         }

@@ -12,7 +12,8 @@ use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
 use pgkit::tty::{self, JobControl};
 use pgkit::{
-    cli, events, exit, log, poll, reap, verbose, Child, Error, SigSet, Signal, Status, Target,
+    cli, events, exit, log, notify, poll, reap, verbose, Child, Error, SigSet, Signal, Status,
+    Target,
 };
 use std::os::fd::AsFd;
 
@@ -31,6 +32,11 @@ fn run() -> ! {
         events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
     }
 
+    // Before COMMAND exists: its notification socket, and what systemd's
+    // variables become for it.
+    let mut relay = notify::open();
+    let service = notify::Service::new(relay.as_ref());
+
     let caught = SigSet::blockable().union(config.caught());
     startup::block(caught);
     let signals =
@@ -41,12 +47,20 @@ fn run() -> ! {
     } else {
         Isolation::Group
     };
-    let mut child = Spawn::new(&config.command)
+    let mut spawn = Spawn::new(&config.command);
+    spawn
         .isolation(isolation)
         .pdeathsig(config.pdeathsig)
-        .foreground(handed_over)
-        .spawn(&startup)
-        .unwrap_or_else(|e| e.exit());
+        .foreground(handed_over);
+    service.command(&mut spawn);
+    let mut child = match spawn.spawn(&startup) {
+        Ok(child) => child,
+        Err(e) => {
+            drop(relay); // the socket goes with it
+            e.exit()
+        }
+    };
+    service.command_started();
     let sid = if config.setsid {
         child.pid()
     } else {
@@ -76,6 +90,9 @@ fn run() -> ! {
         for received in signals.drain() {
             pass_on(&config, &child, &mut jobs, received, stopped);
         }
+        if let Some(relay) = relay.as_mut() {
+            relay.relay();
+        }
         if pid1 {
             // Init of its namespace: orphans are re-parented to pgwrap and
             // reaped as they exit; COMMAND stays pinned for its group.
@@ -95,6 +112,7 @@ fn run() -> ! {
         }
         let mut fds = vec![signals.as_fd()];
         fds.extend(child.pidfd());
+        fds.extend(relay.as_ref().map(|r| r.as_fd()));
         if let Err(e) = poll::wait(&fds, None) {
             pgkit::warn!("poll failed: {e}");
         }
@@ -113,6 +131,10 @@ fn run() -> ! {
         let _ = reap::reap_except(None);
     }
     verbose!("COMMAND {status}");
+    // What COMMAND said last is sent on; then the socket goes.
+    if let Some(mut relay) = relay {
+        relay.relay();
+    }
     exit::finish(status)
 }
 

@@ -44,6 +44,7 @@
 //! signals wait in the kernel meanwhile (realtime ones queued, standard ones
 //! pending), so none is lost and the front's memory stays bounded.
 
+use pgkit::notify::Relay;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::{exit, fork, poll, reap, tty, verbose, Child, Error, SigSet, Signal, Status};
 use std::fs::File;
@@ -62,6 +63,7 @@ const COMMAND: u32 = 2;
 const STATUS: u32 = 3;
 const CLEANUP: u32 = 4;
 const FINISHED: u32 = 5;
+const STOPPING: u32 = 6;
 
 /// Which side of the split this process is.
 pub enum Split {
@@ -103,6 +105,7 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
                 from_back: Some(File::from(ctl_read)),
                 partial: Vec::new(),
                 news: BackNews::default(),
+                relay: None,
             }))
         }
         None => {
@@ -177,13 +180,21 @@ pub struct Front {
     /// The start of a record from the back, not read whole yet.
     partial: Vec<u8>,
     news: BackNews,
+    /// COMMAND's notification socket: the front, the unit's main process,
+    /// relays it (systemd takes messages from the main pid only).
+    relay: Option<Relay>,
 }
 
 impl Front {
     /// Relay until the back ends. If it finished, end the same way (this
     /// never returns); if not, return what the front needs to take over,
     /// and its signalfd.
-    pub fn run(mut self, caught: SigSet) -> (LostBack, SignalFd) {
+    pub fn run(
+        mut self,
+        caught: SigSet,
+        relay: Option<Relay>,
+    ) -> (LostBack, SignalFd, Option<Relay>) {
+        self.relay = relay;
         let signals =
             SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
         verbose!("subreaper process is pid {}", self.back.pid());
@@ -197,11 +208,16 @@ impl Front {
                 }
             }
             self.flush();
+            if let Some(relay) = self.relay.as_mut() {
+                relay.relay();
+            }
             if let Some(status) = self.back.peek_exit() {
                 self.back.reap();
                 // Everything it wrote before it ended is in the pipe.
                 self.read_back(false);
                 if self.news.finished {
+                    // The socket goes with the relay.
+                    drop(self.relay.take());
                     exit::finish(status);
                 }
                 let lost = LostBack {
@@ -209,7 +225,7 @@ impl Front {
                     status,
                     news: self.news,
                 };
-                return (lost, signals);
+                return (lost, signals, self.relay.take());
             }
             self.read_back(true);
             self.flush();
@@ -220,6 +236,7 @@ impl Front {
             }
             fds.extend(self.back.pidfd());
             fds.extend(self.from_back.as_ref().map(|f| f.as_fd()));
+            fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
             let pipe = self.to_back.as_ref().filter(|_| full).map(|f| f.as_fd());
             if let Err(e) = poll::wait_io(&fds, pipe.as_slice(), None) {
                 pgkit::warn!("poll failed: {e}");
@@ -322,6 +339,12 @@ impl Front {
                     STATUS => self.news.status = decode_status(value),
                     CLEANUP => self.news.cleanup = Some(value),
                     FINISHED => self.news.finished = true,
+                    STOPPING => {
+                        if let Some(relay) = &self.relay {
+                            verbose!("the cleanup starts: STOPPING=1 to the service manager");
+                            relay.send("STOPPING=1");
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -453,6 +476,12 @@ impl ToFront {
 
     pub fn cleanup_started(&self, pid: i32) {
         self.send(CLEANUP, pid);
+    }
+
+    /// The cleanup starts: the front sends `STOPPING=1` to the service
+    /// manager (it is the unit's main process).
+    pub fn stopping(&self) {
+        self.send(STOPPING, 0);
     }
 
     /// Right before the back exits, or execs the cleanup: whatever ends the

@@ -21,7 +21,7 @@ mod terminal;
 use guardian::{Detach, Split};
 use pgkit::sigfd::SignalFd;
 use pgkit::startup::{self, Startup};
-use pgkit::{cli, exit, log, reap, tty, verbose, Error, SigSet};
+use pgkit::{cli, exit, log, notify, reap, tty, verbose, Error, SigSet};
 use phases::{Back, Inbox};
 use terminal::Terminal;
 
@@ -47,6 +47,11 @@ fn run() -> ! {
     startup::block(caught);
     let handed_over = config.foreground.hand_over();
 
+    // Before the split, in the process systemd started (the front): COMMAND's
+    // notification socket, and what systemd's variables become for it.
+    let mut relay = notify::open();
+    let service = notify::Service::new(relay.as_ref());
+
     let (link, to_front, signals) = if reap::is_pid1() {
         verbose!("running as PID 1: reaping every orphan of the namespace");
         (None, None, None)
@@ -62,8 +67,11 @@ fn run() -> ! {
         match guardian::split(detach, caught).unwrap_or_else(|e| e.exit()) {
             Split::Front(front) => {
                 // Returns only if the back was lost before it finished.
-                let (lost, signals) = front.run(caught);
-                let inbox = Inbox::new(signals, None);
+                // The front starts nothing that should get the activated
+                // descriptors (the back has its own copies).
+                service.command_started();
+                let (lost, signals, relay) = front.run(caught, relay);
+                let inbox = Inbox::new(signals, None).with_relay(relay);
                 let terminal = Terminal::new(handed_over, config.foreground, None);
                 let line =
                     Back::new(&config, &startup, inbox, terminal, handed_over, None).recover(&lost);
@@ -71,6 +79,8 @@ fn run() -> ! {
                 exit::exit_code(pgkit::error::TOOL_FAILED)
             }
             Split::Back(link, to_front, signals) => {
+                // The front relays; this copy only passes the path on.
+                drop(relay.take().map(notify::Relay::disown));
                 reap::become_subreaper()
                     .unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
                 (Some(link), Some(to_front), Some(signals))
@@ -80,9 +90,11 @@ fn run() -> ! {
     let signals = signals.unwrap_or_else(|| {
         SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit())
     });
-    let inbox = Inbox::new(signals, link);
+    let inbox = Inbox::new(signals, link).with_relay(relay);
     let terminal = Terminal::new(handed_over, config.foreground, to_front.clone());
-    let status = Back::new(&config, &startup, inbox, terminal, handed_over, to_front).run();
+    let status = Back::new(&config, &startup, inbox, terminal, handed_over, to_front)
+        .with_service(service)
+        .run();
     exit::finish(status)
 }
 

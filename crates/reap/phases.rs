@@ -22,6 +22,7 @@ use crate::machine::{Action, Env, Event, Machine, Note, Params, Phase};
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
 use pgkit::child::Job;
+use pgkit::notify::{Relay, Service};
 use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
@@ -39,6 +40,9 @@ pub struct Inbox {
     front_ready: bool,
     /// The last wait found its `extra` descriptor readable (or none was made).
     extra_ready: bool,
+    /// COMMAND's notification socket, where this process relays it (the
+    /// front, or reap as PID 1).
+    relay: Option<Relay>,
 }
 
 impl Inbox {
@@ -48,7 +52,14 @@ impl Inbox {
             front,
             front_ready: true,
             extra_ready: true,
+            relay: None,
         }
+    }
+
+    /// Relay COMMAND's notifications too (see pgkit's `notify`).
+    pub fn with_relay(mut self, relay: Option<Relay>) -> Inbox {
+        self.relay = relay;
+        self
     }
 
     /// Everything that happened since the last call (drained, not waited for).
@@ -56,6 +67,9 @@ impl Inbox {
         let mut events: Vec<Event> = (self.signals.drain().into_iter())
             .map(|r| Event::Signal(r.signal, r.from))
             .collect();
+        if let Some(relay) = self.relay.as_mut() {
+            relay.relay();
+        }
         if let Some(front) = self.front.as_mut().filter(|_| self.front_ready) {
             let got = front.read();
             events.extend(
@@ -83,6 +97,7 @@ impl Inbox {
         fds.extend(front);
         let extra_at = extra.map(|_| fds.len());
         fds.extend(extra);
+        fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
         match poll::wait(&fds, deadline) {
             Ok(ready) => {
                 self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
@@ -113,6 +128,8 @@ pub struct Back<'a> {
     hinted: bool,
     /// The final status, once the machine said it.
     exit: Option<Status>,
+    /// What systemd's variables become for COMMAND and the cleanup.
+    service: Service,
 }
 
 impl<'a> Back<'a> {
@@ -136,6 +153,23 @@ impl<'a> Back<'a> {
             leader: None,
             hinted: false,
             exit: None,
+            service: Service::default(),
+        }
+    }
+
+    /// Start COMMAND with systemd's variables made its own.
+    pub fn with_service(mut self, service: Service) -> Back<'a> {
+        self.service = service;
+        self
+    }
+
+    /// The cleanup starts: `STOPPING=1` to the service manager, sent by the
+    /// front (the unit's main process) or, without one, by this process.
+    fn stopping(&self) {
+        match (&self.to_front, &self.inbox.relay) {
+            (Some(front), _) => front.stopping(),
+            (None, Some(relay)) => relay.send("STOPPING=1"),
+            (None, None) => {}
         }
     }
 
@@ -433,12 +467,14 @@ impl<'a> Back<'a> {
     }
 
     fn start_command(&mut self) {
-        let spawned = Spawn::new(&self.config.command)
+        let mut spawn = Spawn::new(&self.config.command);
+        spawn
             .isolation(Isolation::Group)
-            .foreground(self.handed_over)
-            .spawn(self.startup);
-        match spawned {
+            .foreground(self.handed_over);
+        self.service.command(&mut spawn);
+        match spawn.spawn(self.startup) {
             Ok(child) => {
+                self.service.command_started();
                 if let Some(front) = &self.to_front {
                     front.command_started(child.pid());
                 }
@@ -467,6 +503,7 @@ impl<'a> Back<'a> {
         let argv: Vec<OsString> = self.config.cleanup_argv().unwrap_or_default();
         let mut spawn = Spawn::new(&argv);
         spawn.isolation(Isolation::Group);
+        Service::cleanup(&mut spawn);
         for (key, value) in env {
             spawn.env(key, value);
         }
@@ -474,6 +511,7 @@ impl<'a> Back<'a> {
     }
 
     fn start_cleanup(&mut self, env: Env) {
+        self.stopping();
         match self.cleanup_spawn(env).spawn(self.startup) {
             Ok(child) => {
                 verbose!("cleanup started: pid {}", child.pid());
@@ -493,6 +531,9 @@ impl<'a> Back<'a> {
     fn exec_cleanup(&mut self, env: Env) {
         let mut spawn = self.cleanup_spawn(env);
         verbose!("cleanup: executing in place (pid {})", std::process::id());
+        self.stopping();
+        // As PID 1 the relay is this process's: its socket goes now.
+        self.inbox.relay = None;
         // From now on the cleanup's end is reap's end (the exec closes the
         // pipe to the front).
         if let Some(front) = &self.to_front {

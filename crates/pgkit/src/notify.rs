@@ -53,6 +53,8 @@ pub struct Relay {
     upstream: UnixDatagram,
     /// Messages dropped, for `-v`.
     pub dropped: u64,
+    /// This copy removes the socket when dropped (see [`Relay::disown`]).
+    owner: bool,
 }
 
 /// What a message is, once read.
@@ -147,12 +149,22 @@ impl Relay {
             path,
             upstream,
             dropped: 0,
+            owner: true,
         })
     }
 
     /// COMMAND's `NOTIFY_SOCKET`.
     pub fn socket_path(&self) -> OsString {
         self.path.clone().into_os_string()
+    }
+
+    /// Close this copy of the relay's sockets without removing the socket
+    /// file: for the second process of a tool that forked after opening the
+    /// relay (reap's back), which passes the path on and never reads. The
+    /// process that keeps the relay removes the file.
+    pub fn disown(mut self) -> OsString {
+        self.owner = false;
+        self.socket_path()
     }
 
     /// Send `text` (e.g. `STOPPING=1`) to the service manager ourselves.
@@ -261,8 +273,144 @@ impl AsFd for Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
+        if !self.owner {
+            return;
+        }
         let _ = std::fs::remove_file(&self.path);
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The relay for `NOTIFY_SOCKET`, if it is set and usable; when it is set
+/// but malformed or unreachable, one warning line, and `None` (COMMAND then
+/// runs with it unset: see [`Service`]).
+pub fn open() -> Option<Relay> {
+    match Relay::from_env()? {
+        Ok(relay) => {
+            crate::verbose!(
+                "relaying notifications from {} to {}",
+                relay.path.display(),
+                std::env::var_os(VAR).unwrap_or_default().to_string_lossy()
+            );
+            Some(relay)
+        }
+        Err(warning) => {
+            crate::warn!("{warning}");
+            None
+        }
+    }
+}
+
+/// Socket activation's variables (`sd_listen_fds(3)`).
+const LISTEN_VARS: [&str; 3] = ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"];
+/// The watchdog's (`sd_watchdog_enabled(3)`).
+const WATCHDOG_VARS: [&str; 2] = ["WATCHDOG_PID", "WATCHDOG_USEC"];
+/// The first descriptor socket activation passes (`SD_LISTEN_FDS_START`).
+const LISTEN_FDS_START: i32 = 3;
+/// More descriptors than any unit passes; bounds the loop of
+/// [`Service::command_started`].
+const LISTEN_FDS_MAX: i32 = 1 << 16;
+
+/// What systemd's variables become in COMMAND's and the cleanup's
+/// environment. Made once at start, before anything is forked, in the
+/// process systemd started (its pid is the one `LISTEN_PID` and
+/// `WATCHDOG_PID` name).
+///
+/// - `NOTIFY_SOCKET`: the relay's socket; removed when the relay could not
+///   be made (the warning said why);
+/// - `LISTEN_PID`, `WATCHDOG_PID`: COMMAND's own pid, when they name the
+///   tool (filled in by the child, [`Spawn::env_own_pid`]); a value that
+///   names another process is left alone (the unit did not activate the
+///   tool: whoever set it meant someone else);
+/// - the cleanup gets none of them, nor the activated descriptors.
+///
+/// [`Spawn::env_own_pid`]: crate::spawn::Spawn::env_own_pid
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Service {
+    /// `NOTIFY_SOCKET` was set: COMMAND's value (`None`: unset it).
+    notify: Option<Option<OsString>>,
+    /// `LISTEN_PID` named the tool: how many descriptors (`LISTEN_FDS`).
+    listen: Option<i32>,
+    /// `WATCHDOG_PID` named the tool.
+    watchdog: bool,
+}
+
+impl Service {
+    /// From the tool's environment and its relay (`None` when there is
+    /// none, or it could not be made).
+    pub fn new(relay: Option<&Relay>) -> Service {
+        Service::of(
+            std::process::id(),
+            |key| std::env::var_os(key),
+            relay.map(Relay::socket_path),
+        )
+    }
+
+    /// [`Service::new`] for the tool's pid `me`, variables read by `var`
+    /// and the relay's path `socket`.
+    fn of(me: u32, var: impl Fn(&str) -> Option<OsString>, socket: Option<OsString>) -> Service {
+        let names_me = |key: &str| {
+            var(key).is_some_and(|v| v.to_str().and_then(|v| v.parse::<u32>().ok()) == Some(me))
+        };
+        let listen = names_me("LISTEN_PID").then(|| {
+            var("LISTEN_FDS")
+                .and_then(|v| v.to_str().and_then(|v| v.parse::<i32>().ok()))
+                .unwrap_or(0)
+                .clamp(0, LISTEN_FDS_MAX)
+        });
+        Service {
+            notify: var(VAR).map(|_| socket),
+            listen,
+            watchdog: names_me("WATCHDOG_PID"),
+        }
+    }
+
+    /// Whether there is anything to do at all.
+    pub fn is_empty(&self) -> bool {
+        self.notify.is_none() && self.listen.is_none() && !self.watchdog
+    }
+
+    /// COMMAND's environment.
+    pub fn command(&self, spawn: &mut crate::spawn::Spawn) {
+        match &self.notify {
+            Some(Some(path)) => drop(spawn.env(VAR, path)),
+            Some(None) => drop(spawn.env_remove(VAR)),
+            None => {}
+        }
+        if self.listen.is_some() {
+            spawn.env_own_pid("LISTEN_PID");
+        }
+        if self.watchdog {
+            spawn.env_own_pid("WATCHDOG_PID");
+        }
+    }
+
+    /// Once COMMAND has started (it has its own copies): the activated
+    /// descriptors are made close-on-exec, so the cleanup, or anything else
+    /// the tool starts later, does not get them.
+    pub fn command_started(&self) {
+        let Some(n) = self.listen else { return };
+        for fd in LISTEN_FDS_START..LISTEN_FDS_START.saturating_add(n) {
+            // Raw fcntl: the descriptor is not the tool's (systemd passed
+            // it), so no OwnedFd or BorrowedFd may claim it; one that is not
+            // open just fails with EBADF.
+            // SAFETY: F_GETFD/F_SETFD on an int read and set one flag of
+            // the descriptor table; no memory is involved.
+            unsafe {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                }
+            }
+        }
+    }
+
+    /// The cleanup's environment: none of systemd's variables for the
+    /// service (it is not the service, and the relay may be gone).
+    pub fn cleanup(spawn: &mut crate::spawn::Spawn) {
+        for key in [VAR].iter().chain(&LISTEN_VARS).chain(&WATCHDOG_VARS) {
+            spawn.env_remove(key);
+        }
     }
 }
 
@@ -339,6 +487,40 @@ mod tests {
             judge(&vec![b'x'; MAX_MESSAGE + 1], 0, false),
             Verdict::Drop(_)
         ));
+    }
+
+    #[test]
+    fn service_variables() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        let s = Service::of(
+            7,
+            vars(&[
+                ("NOTIFY_SOCKET", "/x"),
+                ("LISTEN_PID", "7"),
+                ("LISTEN_FDS", "2"),
+                ("WATCHDOG_PID", "8"),
+            ]),
+            Some("/mine".into()),
+        );
+        assert_eq!(s.notify, Some(Some(OsString::from("/mine"))));
+        assert_eq!(s.listen, Some(2));
+        assert!(!s.watchdog);
+        let s = Service::of(7, vars(&[("NOTIFY_SOCKET", "bad")]), None);
+        assert_eq!(s.notify, Some(None));
+        let s = Service::of(
+            7,
+            vars(&[("LISTEN_PID", "x7"), ("WATCHDOG_PID", "7")]),
+            None,
+        );
+        assert_eq!((s.notify.clone(), s.listen, s.watchdog), (None, None, true));
+        assert!(Service::of(7, vars(&[]), None).is_empty());
     }
 
     #[test]
