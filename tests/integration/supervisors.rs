@@ -12,6 +12,8 @@
 /// A CI agent cancels a job (TERM, grace, SIGKILL to its group): with and without reap + graceful.
 mod ci_agent;
 mod manager;
+/// systemd's protocols (notify, watchdog, socket activation, fd store) through the tools.
+mod notify;
 
 use crate::kit::Ready;
 use crate::procfs;
@@ -30,12 +32,13 @@ fn units(out_root: &Path) -> Vec<UnitFile> {
     for entry in std::fs::read_dir(&dir).expect("tests/systemd/units") {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.ends_with(".service") {
+        if name.ends_with(".service") || name.ends_with(".socket") {
             let template = std::fs::read_to_string(&path).unwrap();
             units.push(manager::render(&name, &template, out_root));
         }
     }
     units.extend(packaged_units(out_root));
+    units.extend(notify::units(out_root));
     units
 }
 

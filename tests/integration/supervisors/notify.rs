@@ -1,0 +1,437 @@
+//! systemd's protocols through the tools (issue 14): `Type=notify` with the
+//! default `NotifyAccess=main`, the watchdog, `MAINPID=`, socket activation,
+//! the descriptor store, a chain of the three tools, and reap's
+//! `STOPPING=1` while its cleanup runs.
+//!
+//! Each scenario runs once per tool and once in its twin: the same service
+//! under a plain parent process (`sh -c 'SERVICE & wait'`), which is what the
+//! tools were to systemd before they relayed: a main process that passes
+//! `NOTIFY_SOCKET`, `LISTEN_PID` and `WATCHDOG_PID` on unchanged. The twin
+//! fails the way the issue says; the tools do not.
+//!
+//! The service is `tests/systemd/helpers/notify-svc`, which speaks the
+//! protocols itself as libsystemd would (one datagram per message, the
+//! kernel adding its credentials; `LISTEN_PID` and `WATCHDOG_PID` honoured
+//! only when they name its own pid).
+
+use super::manager::{self, Manager, UnitFile};
+use super::wait_for;
+use crate::kit::{bin, Run};
+use crate::procfs;
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::time::Duration;
+
+/// The three tools, and the twin's plain parent.
+const TOOLS: [&str; 3] = ["pgwrap", "graceful", "reap"];
+const PLAIN: &str = "plain";
+
+/// `ExecStart=` for `mode` of the service under `tool` (or the plain parent).
+fn exec_start(tool: &str, mode: &str) -> String {
+    let svc = format!("@HELPERS@/notify-svc @OUT@ {mode}");
+    match tool {
+        PLAIN => format!("/bin/sh -c '{svc} & wait'"),
+        "reap" => format!("@BIN@/reap --cleanup '@HELPERS@/cleanup-report @OUT@' -- {svc}"),
+        _ => format!("@BIN@/{tool} -- {svc}"),
+    }
+}
+
+fn unit_name(scenario: &str, tool: &str) -> String {
+    format!("notify-{scenario}-{tool}.service")
+}
+
+/// The units of every scenario, for the shared manager.
+pub fn units(out_root: &Path) -> Vec<UnitFile> {
+    let mut units = Vec::new();
+    let add = |units: &mut Vec<UnitFile>, name: String, text: String| {
+        units.push(manager::render(&name, &text, out_root))
+    };
+    for tool in TOOLS.iter().copied().chain([PLAIN]) {
+        // The twins that need systemd to take messages from any process to
+        // get as far as the failure they show.
+        let any = if tool == PLAIN {
+            "NotifyAccess=all\n"
+        } else {
+            ""
+        };
+        let service = |extra: &str, mode: &str| {
+            format!(
+                "[Unit]\nDescription=notify test\n[Service]\nType=notify\nTimeoutStartSec=5\n\
+                 TimeoutStopSec=10\n{extra}ExecStart={}\n",
+                exec_start(tool, mode)
+            )
+        };
+        add(&mut units, unit_name("ready", tool), service("", "ready"));
+        add(
+            &mut units,
+            unit_name("watchdog", tool),
+            service(&format!("WatchdogSec=2\n{any}"), "watchdog"),
+        );
+        add(
+            &mut units,
+            unit_name("dogstop", tool),
+            service("WatchdogSec=2\n", "dogstop"),
+        );
+        add(
+            &mut units,
+            unit_name("mainpid", tool),
+            service(any, "mainpid"),
+        );
+        add(
+            &mut units,
+            unit_name("fdstore", tool),
+            service(&format!("FileDescriptorStoreMax=4\n{any}"), "fdstore"),
+        );
+        let listen = unit_name("listen", tool);
+        add(
+            &mut units,
+            listen.clone(),
+            format!(
+                "[Unit]\nDescription=socket activation test\n[Service]\nTimeoutStopSec=10\n\
+                 ExecStart={}\n",
+                exec_start(tool, "listen")
+            ),
+        );
+        let socket = listen.replace(".service", ".socket");
+        units.push(UnitFile {
+            name: socket,
+            text: format!(
+                "[Unit]\nDescription=socket activation test\n[Socket]\nListenStream={}\n",
+                out_root.join(&listen).join("sock").display()
+            ),
+        });
+    }
+    add(
+        &mut units,
+        "notify-chain.service".into(),
+        "[Unit]\nDescription=chain test\n[Service]\nType=notify\nTimeoutStartSec=5\n\
+         WatchdogSec=2\nTimeoutStopSec=10\n\
+         ExecStart=@BIN@/reap -- @BIN@/graceful -- @BIN@/pgwrap -- \
+         @HELPERS@/notify-svc @OUT@ watchdog\n"
+            .into(),
+    );
+    let slow = "@HELPERS@/cleanup-report @OUT@ wait";
+    add(
+        &mut units,
+        "notify-stopping-reap.service".into(),
+        format!(
+            "[Unit]\nDescription=STOPPING test\n[Service]\nType=notify\nTimeoutStartSec=5\n\
+             TimeoutStopSec=30\n\
+             ExecStart=@BIN@/reap --cleanup '{slow}' -- @HELPERS@/notify-svc @OUT@ exit\n"
+        ),
+    );
+    add(
+        &mut units,
+        "notify-stopping-plain.service".into(),
+        format!(
+            "[Unit]\nDescription=STOPPING twin\n[Service]\nType=notify\nNotifyAccess=all\n\
+             TimeoutStartSec=5\nTimeoutStopSec=30\n\
+             ExecStart=/bin/sh -c '@HELPERS@/notify-svc @OUT@ exit; {slow}'\n"
+        ),
+    );
+    units
+}
+
+/// One property of a unit (`systemctl show -p NAME --value`).
+fn prop(m: &Manager, unit: &str, name: &str) -> String {
+    let out = m.systemctl(&["show", "-p", name, "--value", unit]);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `systemctl start UNIT`, whether it worked.
+fn try_start(m: &Manager, unit: &str) -> bool {
+    m.exec(&["systemctl", "start", unit]).status.success()
+}
+
+/// Stop `unit` and forget its failure, if any, so it can be started again.
+fn stop(m: &Manager, unit: &str) {
+    m.exec(&["systemctl", "stop", unit]);
+    m.exec(&["systemctl", "reset-failed", unit]);
+}
+
+/// The service's log.
+fn svc_log(m: &Manager, unit: &str) -> String {
+    super::read(&m.out(unit).join("svc.log"))
+}
+
+/// Run `check` for every tool and the twin at once (the twins wait for
+/// systemd's timeouts); each gets the unit of `scenario`.
+fn each(m: &Manager, scenario: &str, check: impl Fn(&Manager, &str, &str) + Sync) {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = TOOLS
+            .iter()
+            .copied()
+            .chain([PLAIN])
+            .map(|tool| {
+                let unit = unit_name(scenario, tool);
+                let check = &check;
+                s.spawn(move || check(m, tool, &unit))
+            })
+            .collect();
+        for h in handles {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+}
+
+#[test]
+fn notify_ready_and_status_reach_systemd_through_each_tool() {
+    let Some(m) = super::manager("notify_ready_and_status_reach_systemd_through_each_tool") else {
+        return;
+    };
+    each(&m, "ready", |m, tool, unit| {
+        let started = try_start(m, unit);
+        if tool == PLAIN {
+            // READY=1 comes from a pid that is not the main process.
+            assert!(!started, "{unit}: started without the relay");
+            assert_eq!(prop(m, unit, "Result"), "timeout", "{unit}");
+            let journal = m.journal(unit);
+            assert!(
+                journal.contains("reception only permitted for main PID"),
+                "{unit}: {journal}"
+            );
+        } else {
+            assert!(started, "{unit}: did not start\n{}", m.journal(unit));
+            assert_eq!(prop(m, unit, "StatusText"), "serving", "{unit}");
+            let main = prop(m, unit, "MainPID");
+            assert_eq!(main, prop(m, unit, "ExecMainPID"), "{unit}");
+            let log = svc_log(m, unit);
+            // Nothing of the relay reached the service: its three standard
+            // descriptors and the directory it read them from.
+            assert!(log.contains("fds=0,1,2,3\n"), "{unit}: {log}");
+            assert!(
+                !m.journal(unit).contains("reception only permitted"),
+                "{unit}"
+            );
+        }
+        stop(m, unit);
+    });
+}
+
+#[test]
+fn notify_watchdog_keepalives_reach_systemd_and_silence_is_killed() {
+    let Some(m) = super::manager("notify_watchdog_keepalives_reach_systemd_and_silence_is_killed")
+    else {
+        return;
+    };
+    each(&m, "watchdog", |m, tool, unit| {
+        assert!(try_start(m, unit), "{unit}\n{}", m.journal(unit));
+        let main = prop(m, unit, "MainPID");
+        if tool == PLAIN {
+            // WATCHDOG_PID names the shell: the service sends no keep-alive.
+            procfs::wait_until(
+                &format!("{unit} killed by its watchdog"),
+                super::PATIENCE,
+                || prop(m, unit, "Result") == "watchdog",
+            );
+            let log = svc_log(m, unit);
+            assert!(log.contains("no keep-alives"), "{unit}: {log}");
+        } else {
+            // Over twice WatchdogSec: alive only if the keep-alives arrive.
+            std::thread::sleep(Duration::from_secs(5));
+            assert_eq!(prop(m, unit, "ActiveState"), "active", "{unit}");
+            assert_eq!(prop(m, unit, "MainPID"), main, "{unit}");
+            assert_eq!(prop(m, unit, "Result"), "success", "{unit}");
+        }
+        stop(m, unit);
+    });
+    for tool in TOOLS {
+        let unit = unit_name("dogstop", tool);
+        assert!(try_start(&m, &unit), "{unit}\n{}", m.journal(&unit));
+        wait_for(&m.out(&unit).join("svc.log"), "silent");
+        procfs::wait_until(
+            &format!("{unit} killed by its watchdog"),
+            super::PATIENCE,
+            || prop(&m, &unit, "Result") == "watchdog",
+        );
+        stop(&m, &unit);
+    }
+}
+
+#[test]
+fn notify_mainpid_from_command_leaves_the_tool_the_main_process() {
+    let Some(m) = super::manager("notify_mainpid_from_command_leaves_the_tool_the_main_process")
+    else {
+        return;
+    };
+    each(&m, "mainpid", |m, tool, unit| {
+        assert!(try_start(m, unit), "{unit}\n{}", m.journal(unit));
+        let (main, exec_main) = (prop(m, unit, "MainPID"), prop(m, unit, "ExecMainPID"));
+        if tool == PLAIN {
+            // The service made itself the main process: KillMode=mixed
+            // would now send the stop signal past the wrapper.
+            assert_ne!(main, exec_main, "{unit}");
+        } else {
+            assert_eq!(main, exec_main, "{unit}: MAINPID= changed the main process");
+        }
+        stop(m, unit);
+    });
+}
+
+/// Connect to the activated socket (inside the manager) and read the answer.
+fn ask(m: &Manager, unit: &str) -> String {
+    let sock = m.out(unit).join("sock");
+    let script = "import socket,sys\n\
+                  s=socket.socket(socket.AF_UNIX)\ns.settimeout(3)\n\
+                  s.connect(sys.argv[1])\n\
+                  try:\n print(s.recv(100).decode(),end='')\n\
+                  except Exception as e:\n print('no answer:',e)\n";
+    let out = m.exec(&["python3", "-c", script, &sock.to_string_lossy()]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn socket_activation_hands_the_socket_to_command() {
+    let Some(m) = super::manager("socket_activation_hands_the_socket_to_command") else {
+        return;
+    };
+    each(&m, "listen", |m, tool, unit| {
+        let socket = unit.replace(".service", ".socket");
+        m.start(&socket);
+        let answer = ask(m, unit);
+        let log = svc_log(m, unit);
+        if tool == PLAIN {
+            // LISTEN_PID names the shell: sd_listen_fds() gives nothing.
+            assert!(!answer.contains("hello"), "{unit}: {answer}");
+            assert!(log.contains("no descriptors"), "{unit}: {log}");
+        } else {
+            assert!(answer.contains("hello from pid"), "{unit}: {answer}\n{log}");
+            // The activated socket and nothing else of the tool's.
+            assert!(log.contains("fds=0,1,2,3,4\n"), "{unit}: {log}");
+        }
+        stop(m, unit);
+        m.exec(&["systemctl", "stop", &socket]);
+        if tool == "reap" {
+            // The cleanup got neither the socket nor the variables.
+            let cleanup = wait_for(&m.out(unit).join("cleanup"), "end");
+            assert!(cleanup.starts_with("fds: 0 1 2 255 \n"), "{cleanup}");
+            assert!(!cleanup.contains("LISTEN_"), "{cleanup}");
+            assert!(!cleanup.contains("NOTIFY_SOCKET"), "{cleanup}");
+        }
+    });
+}
+
+#[test]
+fn fdstore_descriptors_survive_a_restart() {
+    let Some(m) = super::manager("fdstore_descriptors_survive_a_restart") else {
+        return;
+    };
+    each(&m, "fdstore", |m, tool, unit| {
+        assert!(try_start(m, unit), "{unit}\n{}", m.journal(unit));
+        wait_for(&m.out(unit).join("svc.log"), "stored");
+        m.systemctl(&["restart", unit]);
+        procfs::wait_until(&format!("{unit} restarted"), super::PATIENCE, || {
+            svc_log(m, unit).matches("mode=fdstore").count() == 2
+        });
+        let log = if tool == PLAIN {
+            wait_for(&m.out(unit).join("svc.log"), "no descriptors")
+        } else {
+            wait_for(&m.out(unit).join("svc.log"), "found generation 1")
+        };
+        if tool == PLAIN {
+            assert!(!log.contains("found"), "{unit}: {log}");
+        }
+        stop(m, unit);
+    });
+}
+
+#[test]
+fn chain_reap_graceful_pgwrap_relays_to_systemd() {
+    let Some(m) = super::manager("chain_reap_graceful_pgwrap_relays_to_systemd") else {
+        return;
+    };
+    let unit = "notify-chain.service";
+    assert!(try_start(&m, unit), "{unit}\n{}", m.journal(unit));
+    assert_eq!(prop(&m, unit, "StatusText"), "serving");
+    let main = prop(&m, unit, "MainPID");
+    assert_eq!(main, prop(&m, unit, "ExecMainPID"));
+    // The keep-alives of the innermost service cross the three relays.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(prop(&m, unit, "ActiveState"), "active", "{unit}");
+    assert_eq!(prop(&m, unit, "MainPID"), main);
+    let log = svc_log(&m, unit);
+    assert!(!log.contains("no keep-alives"), "{log}");
+    stop(&m, unit);
+    // The twin of the chain is the plain parent of the other scenarios.
+}
+
+#[test]
+fn reap_says_stopping_while_its_cleanup_runs() {
+    let Some(m) = super::manager("reap_says_stopping_while_its_cleanup_runs") else {
+        return;
+    };
+    std::thread::scope(|s| {
+        for tool in ["reap", PLAIN] {
+            let m = &m;
+            s.spawn(move || {
+                let unit = format!("notify-stopping-{tool}.service");
+                let out = m.out(&unit);
+                assert!(try_start(m, &unit), "{unit}\n{}", m.journal(&unit));
+                assert_eq!(prop(m, &unit, "SubState"), "running");
+                // COMMAND ends by itself: the cleanup starts, and waits.
+                std::fs::write(out.join("go"), "").unwrap();
+                wait_for(&out.join("cleanup"), "end");
+                let state = (prop(m, &unit, "ActiveState"), prop(m, &unit, "SubState"));
+                std::fs::write(out.join("cleanup-go"), "").unwrap();
+                if tool == PLAIN {
+                    assert_eq!(state, ("active".into(), "running".into()), "{unit}");
+                } else {
+                    assert_eq!(
+                        state,
+                        ("deactivating".into(), "stop-sigterm".into()),
+                        "{unit}\n{}",
+                        m.journal(&unit)
+                    );
+                }
+                procfs::wait_until(&format!("{unit} ended"), super::PATIENCE, || {
+                    prop(m, &unit, "ActiveState") == "inactive"
+                });
+                assert_eq!(prop(m, &unit, "Result"), "success", "{unit}");
+            });
+        }
+    });
+}
+
+/// With the relay open and nothing said, the tool sleeps: no wake-up.
+#[test]
+fn idle_tools_do_not_wake_up_with_the_relay_open() {
+    let dir = crate::kit::temp_dir("notify-idle");
+    let path = dir.join("notify");
+    let upstream = UnixDatagram::bind(&path).unwrap();
+    upstream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let script = "import os,socket\n\
+                  s=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\n\
+                  s.sendto(b'READY=1',os.environ['NOTIFY_SOCKET'])\n\
+                  print('ready pid=%d'%os.getpid(),flush=True)\n\
+                  os.execvp('sleep',['sleep','60'])\n";
+    for tool in TOOLS {
+        let mut run = Run::new(bin(tool))
+            .args(["--", "python3", "-c", script])
+            .env("NOTIFY_SOCKET", &path)
+            .spawn();
+        run.expect_line("ready pid=", Duration::from_secs(10));
+        let mut buf = [0u8; 64];
+        let n = upstream.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"READY=1\n", "{tool}: relayed");
+        // reap: the front (which relays) and the back.
+        let mut pids = vec![run.pid()];
+        pids.extend(procfs::children_of(run.pid()));
+        for &pid in &pids {
+            procfs::wait_until(&format!("{tool} pid {pid} asleep"), super::PATIENCE, || {
+                procfs::state(pid) == Some('S')
+            });
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let before: Vec<_> = pids.iter().map(|&p| procfs::ctxt_switches(p)).collect();
+        std::thread::sleep(Duration::from_secs(2));
+        let after: Vec<_> = pids.iter().map(|&p| procfs::ctxt_switches(p)).collect();
+        eprintln!("{tool}: pids {pids:?} context switches over 2 s: {before:?} -> {after:?}");
+        assert_eq!(before, after, "{tool} woke up while nothing happened");
+        run.signal(libc::SIGTERM);
+        run.wait_exit(Duration::from_secs(10));
+    }
+}
