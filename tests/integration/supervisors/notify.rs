@@ -445,3 +445,70 @@ fn idle_tools_do_not_wake_up_with_the_relay_open() {
         run.wait_exit(Duration::from_secs(10));
     }
 }
+
+/// reap started from a shell with `systemd-run`, as a transient scope
+/// (`--scope`) or a transient service, with `KillMode=` `kill_mode`, then
+/// stopped with `systemctl stop`. Returns the cleanup's record with reap's
+/// log, and the unit's journal.
+fn transient_stop(
+    m: &Manager,
+    name: &str,
+    scope: bool,
+    kill_mode: Option<&str>,
+) -> (String, String) {
+    let out = m.out("notify-ready-reap.service").join(name);
+    std::fs::create_dir_all(&out).unwrap();
+    let helpers = manager::systemd_dir().join("helpers");
+    let bin = manager::bin_dir();
+    let mode = kill_mode.map_or(String::new(), |k| format!("-p KillMode={k} "));
+    let (kind, unit) = if scope {
+        ("--scope ", format!("{name}.scope"))
+    } else {
+        ("", format!("{name}.service"))
+    };
+    let line = format!(
+        "systemd-run {kind}--unit={name} {mode}-p TimeoutStopSec=20 \
+         --setenv=SIGPROBE={bin}/sigprobe -- \
+         {bin}/reap -v --grace 1s --cleanup '{helpers}/cleanup {out}' -- {helpers}/leaver {out} \
+         < /dev/null > {out}/log 2>&1 &",
+        bin = bin.display(),
+        helpers = helpers.display(),
+        out = out.display()
+    );
+    let started = m.exec(&["sh", "-c", &line]);
+    assert!(started.status.success(), "{started:?}");
+    procfs::wait_until("two leftovers ready", super::PATIENCE, || {
+        super::read(&out.join("leftovers"))
+            .matches("ready pid=")
+            .count()
+            == 2
+    });
+    m.systemctl(&["stop", &unit]);
+    let cleanup = super::read(&out.join("cleanup"));
+    (cleanup + &super::read(&out.join("log")), m.journal(&unit))
+}
+
+/// The recipe of reap(1), SYSTEMD, for reap started from a shell: a
+/// transient scope keeps the default `KillMode=control-group`; with
+/// `KillMode=mixed` a scope (it has no main process) gets no stop signal at
+/// all and is SIGKILLed whole at once, so the cleanup never runs. A
+/// transient service has a main process: there `KillMode=mixed` is right.
+#[test]
+fn systemd_run_recipes_for_reap_scope_and_service() {
+    let Some(m) = super::manager("systemd_run_recipes_for_reap_scope_and_service") else {
+        return;
+    };
+    let done = "cause=cancel status=143 signal=TERM\nalive=\n";
+    let (scope, journal) = transient_stop(&m, "reap-scope", true, None);
+    assert!(scope.starts_with(done), "{scope}\n{journal}");
+    let (service, journal) = transient_stop(&m, "reap-run", false, Some("mixed"));
+    assert!(service.starts_with(done), "{service}\n{journal}");
+    assert!(!journal.contains("SIGKILL"), "{journal}");
+    // The twin: a scope with KillMode=mixed.
+    let (mixed, journal) = transient_stop(&m, "reap-scope-mixed", true, Some("mixed"));
+    assert!(!mixed.contains("cause="), "the cleanup ran: {mixed}");
+    assert!(
+        journal.contains("Killing process") && journal.contains("(reap) with signal SIGKILL"),
+        "{journal}"
+    );
+}
