@@ -398,6 +398,8 @@ fn adapt_packaged(file: &str, text: &str) -> String {
             let program = words.next().unwrap_or_default();
             let name = program.rsplit('/').next().unwrap_or_default();
             let workload = match name {
+                // A Type=notify daemon: the service that speaks the protocols.
+                _ if text.contains("\nType=notify\n") => "@HELPERS@/notify-svc @OUT@ watchdog",
                 "pgwrap" => "@HELPERS@/runner @OUT@",
                 "graceful" => "@HELPERS@/worker @OUT@",
                 "reap" => "@HELPERS@/leaver @OUT@ TERM",
@@ -514,4 +516,20 @@ fn packaged_reap_example_cleans_up_after_the_leftovers() {
         "SERVICE_RESULT=success EXIT_CODE=killed EXIT_STATUS=TERM"
     );
     assert_ended(&m, &unit, "success", "2", "15");
+}
+
+#[test]
+fn packaged_notify_example_is_ready_and_fed_through_graceful() {
+    let Some(m) = manager("packaged_notify_example_is_ready_and_fed_through_graceful") else {
+        return;
+    };
+    let unit = "packaged-notify-example.service";
+    m.start(unit);
+    let status = m.systemctl(&["show", "-p", "StatusText,MainPID,ExecMainPID", unit]);
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.contains("StatusText=serving"), "{status}");
+    let log = wait_for(&m.out(unit).join("svc.log"), "ready");
+    assert!(!log.contains("no keep-alives"), "{log}");
+    m.stop(unit);
+    assert_ended(&m, unit, "success", "1", "0");
 }
