@@ -228,7 +228,7 @@ impl Relay {
             Verdict::Relay(out) => out,
             Verdict::Empty => {
                 crate::verbose!(
-                    "notification held only MAINPID=: dropped (reap stays the main process)"
+                    "notification held only MAINPID=: dropped (the tool stays the main process)"
                 );
                 return;
             }
