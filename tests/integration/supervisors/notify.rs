@@ -429,7 +429,9 @@ fn idle_tools_do_not_wake_up_with_the_relay_open() {
         assert_eq!(&buf[..n], b"READY=1\n", "{tool}: relayed");
         // reap: the front (which relays) and the back.
         let mut pids = vec![run.pid()];
-        pids.extend(procfs::children_of(run.pid()));
+        if tool == "reap" {
+            pids.extend(procfs::children_of(run.pid()));
+        }
         for &pid in &pids {
             procfs::wait_until(&format!("{tool} pid {pid} asleep"), super::PATIENCE, || {
                 procfs::state(pid) == Some('S')
@@ -511,4 +513,40 @@ fn systemd_run_recipes_for_reap_scope_and_service() {
         journal.contains("Killing process") && journal.contains("(reap) with signal SIGKILL"),
         "{journal}"
     );
+}
+
+/// reap as PID 1 of a PID namespace has no front: it relays, and sends
+/// `STOPPING=1` when its cleanup starts, itself.
+#[test]
+fn reap_as_pid1_relays_and_says_stopping_itself() {
+    let test = "reap_as_pid1_relays_and_says_stopping_itself";
+    if let Some(why) =
+        crate::skip::needs_root().or_else(|| crate::skip::needs_program("unshare", "util-linux"))
+    {
+        return crate::skip::skip(test, &why);
+    }
+    let dir = crate::kit::temp_dir("notify-pid1");
+    let path = dir.join("notify");
+    let upstream = UnixDatagram::bind(&path).unwrap();
+    upstream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let script = "import os,socket\n\
+                  s=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\n\
+                  s.sendto(b'READY=1',os.environ['NOTIFY_SOCKET'])\n";
+    let mut run = Run::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(bin("reap"))
+        .args(["-c", "echo cleanup ran", "--", "python3", "-c", script])
+        .env("NOTIFY_SOCKET", &path)
+        .spawn();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let mut buf = [0u8; 64];
+        let n = upstream.recv(&mut buf).unwrap();
+        got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert_eq!(got, ["READY=1\n", "STOPPING=1"]);
+    run.expect_line("cleanup ran", Duration::from_secs(10));
+    assert_eq!(run.wait_exit(Duration::from_secs(10)).code(), Some(0));
 }
