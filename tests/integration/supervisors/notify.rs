@@ -550,3 +550,67 @@ fn reap_as_pid1_relays_and_says_stopping_itself() {
     run.expect_line("cleanup ran", Duration::from_secs(10));
     assert_eq!(run.wait_exit(Duration::from_secs(10)).code(), Some(0));
 }
+
+/// Outside systemd, by hand: `LISTEN_PID` and `WATCHDOG_PID` naming the
+/// tool become COMMAND's pid, one naming another process is left alone; the
+/// activated descriptor (3) reaches COMMAND and not the cleanup, nor do the
+/// variables; an unreachable `NOTIFY_SOCKET` is one warning and unset.
+#[test]
+fn own_pid_variables_are_rewritten_and_kept_from_the_cleanup() {
+    for tool in TOOLS {
+        let cleanup = "echo cleanup: ${LISTEN_PID-none} ${LISTEN_FDS-none} ${WATCHDOG_USEC-none}; \
+                       [ -e /proc/$$/fd/3 ] && echo cleanup has fd 3; true";
+        let command = "echo command: $LISTEN_PID $WATCHDOG_PID $$ ${NOTIFY_SOCKET-unset}; \
+                       [ -e /proc/$$/fd/3 ] && echo command has fd 3; true";
+        let options = if tool == "reap" {
+            format!("-c '{cleanup}'")
+        } else {
+            String::new()
+        };
+        let script = format!(
+            "exec 3</dev/null; LISTEN_PID=$$ LISTEN_FDS=1 WATCHDOG_PID=$$ WATCHDOG_USEC=9000000 \
+             exec {} {options} -- sh -c '{}'",
+            bin(tool).display(),
+            command.replace('\'', "'\\''")
+        );
+        let mut run = Run::new("sh")
+            .args(["-c", &script])
+            .env("NOTIFY_SOCKET", "/nonexistent/notify")
+            .stderr_piped()
+            .spawn();
+        let line = run.expect_line("command: ", Duration::from_secs(10));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            words[1], words[3],
+            "{tool}: LISTEN_PID is COMMAND's: {line}"
+        );
+        assert_eq!(
+            words[2], words[3],
+            "{tool}: WATCHDOG_PID is COMMAND's: {line}"
+        );
+        assert_eq!(words[4], "unset", "{tool}: {line}");
+        run.expect_line("command has fd 3", Duration::from_secs(10));
+        if tool == "reap" {
+            run.expect_line("cleanup: none none none", Duration::from_secs(10));
+        }
+        run.wait_exit(Duration::from_secs(10));
+        let lines = run.lines_so_far();
+        assert!(
+            !lines.iter().any(|l| l.contains("cleanup has fd 3")),
+            "{lines:?}"
+        );
+        let err = run.stderr_all();
+        assert_eq!(
+            err.matches("is unreachable").count(),
+            1,
+            "{tool}: one warning: {err}"
+        );
+    }
+    // A LISTEN_PID of another process is not the tool's to change.
+    let mut run = Run::new(bin("pgwrap"))
+        .args(["--", "sh", "-c", "echo listen_pid=$LISTEN_PID"])
+        .env("LISTEN_PID", "12345")
+        .spawn();
+    run.expect_line("listen_pid=12345", Duration::from_secs(10));
+    run.wait_exit(Duration::from_secs(10));
+}
