@@ -22,8 +22,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Patience for a helper's handshake file.
-const PATIENCE: Duration = Duration::from_secs(10);
+/// Patience for a helper's handshake file: generous, as the manager runs many
+/// units at once on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Every unit the manager gets, rendered for output under `out_root`.
 fn units(out_root: &Path) -> Vec<UnitFile> {
