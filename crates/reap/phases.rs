@@ -320,6 +320,12 @@ impl<'a> Back<'a> {
         };
         if let Some(status) = exited {
             verbose!("COMMAND (pid {}) {status}", child.pid());
+            // The front learns COMMAND's status now, not only once the
+            // sweep is over: a back killed during the sweep leaves the
+            // front a cleanup to run with COMMAND's real REAP_STATUS.
+            if let Some(front) = &self.to_front {
+                front.command_status(status);
+            }
             return self.feed(Event::CommandExited(status));
         }
         match child.poll_job() {

@@ -27,7 +27,7 @@
 //!   marker, killed by PID) beyond what the contract lets survive (see
 //!   [`Model::allowed_leftover`]);
 //! - `zombie`: no tool keeps a zombie (other than its own COMMAND) for more
-//!   than 300 ms;
+//!   than 500 ms (the grace, too, where /proc cannot be read);
 //! - `pid-reuse`: no decoy that took a freed pid ever gets a signal;
 //! - `cleanup`: reap's cleanup ran exactly once;
 //! - `status`: the exit status is one the contract gives for the scenario
@@ -849,6 +849,9 @@ struct Layer {
     cancelled: bool,
     lost: bool,
     back_killed: bool,
+    /// The back was killed after COMMAND ended, before the cleanup started:
+    /// the front's cleanup sees REAP_CAUSE=lost.
+    lost_env: bool,
     /// The grace this layer gives (graceful: capped by an outer grace).
     grace: u64,
 }
@@ -1130,7 +1133,11 @@ impl Sim<'_> {
             }
             Tool::Reap(o) => {
                 if i == k - 1 {
-                    let cause = self.reap_cause(i, child, false);
+                    let cause = if l.lost_env {
+                        "lost"
+                    } else {
+                        self.reap_cause(i, child, false)
+                    };
                     self.reap_env = Some((child.shell(), cause));
                 }
                 let cleanup = self.cleanup_outcome(o);
@@ -1207,10 +1214,19 @@ impl Sim<'_> {
                     Target::Cmd => self.root_signal(e.sig, t),
                     Target::Layer(i) => self.kill(i, t),
                     Target::Back(i) => {
+                        let before_cleanup = self.ch.either();
                         let l = &mut self.layers[i];
                         if !l.gone && l.child_done.is_none() {
                             l.back_killed = true;
                             self.kill(i + 1, t);
+                        } else if !l.gone {
+                            // Killed while it sweeps or cleans up: the front
+                            // takes over and exits 125. The cleanup runs once:
+                            // started by the front (REAP_CAUSE=lost, COMMAND's
+                            // status, reported when COMMAND exited), or it was
+                            // already running with the back's environment.
+                            l.back_killed = true;
+                            l.lost_env = before_cleanup;
                         }
                     }
                     Target::Node(_) | Target::Cleanup => {}
@@ -1576,6 +1592,32 @@ fn decode_status(raw: i32) -> Outcome {
 fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     let mut v = Vec::new();
     let mut add = |kind: &'static str, detail: String| v.push(Violation { kind, detail });
+    // Events the supervisor could not fire (their target was not known
+    // yet, or already gone) did not happen: the model runs without them.
+    let unsent: Vec<usize> = rep
+        .lines
+        .iter()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("event ")?;
+            let (n, how) = rest.split_once(' ')?;
+            (!how.starts_with("sent")).then(|| n.parse().ok())?
+        })
+        .collect();
+    let fired;
+    let sc = if unsent.is_empty() {
+        sc
+    } else {
+        let mut c = sc.clone();
+        c.events = sc
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| !unsent.contains(n))
+            .map(|(_, e)| e.clone())
+            .collect();
+        fired = c;
+        &fired
+    };
     let expects = expectations(sc);
     let bound = sc.bound_ms();
     let faulty = sc.nofile.is_some() || sc.nproc.is_some();
@@ -1656,7 +1698,11 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
         };
         if o.cleanup.is_some() && !hung {
             let n = cleanups.len();
-            if n != 1 && !(faulty && n == 0) && (ready || n > 1) {
+            // An outer tool as PID 1 that exits ends its namespace, reap's
+            // back and cleanup included (the contract's "kill of the
+            // machine").
+            let outer_pid1 = sc.mode == Mode::Pid1 && i > 0;
+            if n != 1 && !((faulty || outer_pid1) && n == 0) && (ready || n > 1) {
                 add("cleanup", format!("the cleanup ran {n} times"));
             }
             if let Some(line) = cleanups.first() {
@@ -1717,17 +1763,23 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     // Without /proc, reap keeps COMMAND's leader unreaped while a grace
     // runs (its group's id must stay its own), and waitid cannot get past
     // that zombie to the others: they wait, at most until the grace is over.
-    let blind_hold = match sc.mode {
-        Mode::NoProc => sc
-            .layers
+    // The same where /proc runs out of descriptors (a low RLIMIT_NOFILE),
+    // and for graceful, which pins its leader during the grace the same way.
+    // 500 ms otherwise: a bound for a loaded machine, not a speed.
+    let blind = sc.mode == Mode::NoProc || sc.nofile.is_some();
+    let blind_hold = if blind {
+        sc.layers
             .iter()
-            .filter_map(|l| match l {
-                Tool::Reap(o) => Some(o.grace),
-                _ => None,
+            .map(|l| match l {
+                Tool::Reap(o) => o.grace,
+                Tool::Graceful(o) => o.grace + o.stop_delay,
+                Tool::Pgwrap(_) => 0,
             })
             .max()
-            .map_or(0, |g| g + 300),
-        _ => 0,
+            .unwrap_or(0)
+            + 500
+    } else {
+        500
     };
     for line in rep.lines.iter().filter(|l| l.starts_with("zombie ")) {
         let held = line
