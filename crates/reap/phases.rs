@@ -25,11 +25,14 @@ use pgkit::child::Job;
 use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
-use pgkit::{descend, poll, reap, verbose, Child, Signal, Status, Target};
+use pgkit::{descend, events, poll, reap, verbose, Child, Signal, Status, Target};
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
+
+/// The budget exported to COMMAND, as graceful does (its `--grace` in ms).
+const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
 
 /// Where events come from: the back's own signalfd and the front's pipe.
 pub struct Inbox {
@@ -113,6 +116,12 @@ pub struct Back<'a> {
     hinted: bool,
     /// The final status, once the machine said it.
     exit: Option<Status>,
+    /// The last stop request passed on.
+    last_stop: Option<Signal>,
+    /// The cleanup's `cleanup_exited` event was written.
+    cleanup_logged: bool,
+    /// The stop request held by `--stop-delay`, already logged.
+    held_logged: Option<Signal>,
 }
 
 impl<'a> Back<'a> {
@@ -136,6 +145,9 @@ impl<'a> Back<'a> {
             leader: None,
             hinted: false,
             exit: None,
+            last_stop: None,
+            cleanup_logged: false,
+            held_logged: None,
         }
     }
 
@@ -302,6 +314,16 @@ impl<'a> Back<'a> {
         let keep = self.leader.as_ref().filter(|c| !c.is_reaped());
         self.reap_adopted(keep.map(|c| c.pid()));
         if let Some(status) = self.leader.as_mut().and_then(|c| c.poll_exit()) {
+            if let Phase::Sweep {
+                for_command: false, ..
+            } = self.machine.phase()
+            {
+                // Stopped at its timeout (else said as it exited).
+                if !self.cleanup_logged {
+                    events::cleanup_exited(self.leader_pid(), status);
+                }
+                self.cleanup_logged = true;
+            }
             let pin = self.sweeper.needs_pin();
             self.feed(Event::LeaderExited { status, pin });
         }
@@ -323,6 +345,8 @@ impl<'a> Back<'a> {
             return;
         };
         if let Some(status) = child.poll_exit() {
+            events::cleanup_exited(child.pid(), status);
+            self.cleanup_logged = true;
             return self.feed(Event::CleanupExited(status));
         }
         if let Some(Job::Stopped(sig)) = child.poll_job() {
@@ -338,12 +362,95 @@ impl<'a> Back<'a> {
         self.tick();
     }
 
+    /// The grace in ms for the event log (-1 for inf).
+    fn grace_ms(&self) -> i64 {
+        self.config
+            .grace()
+            .map_or(-1, |g| i64::try_from(g.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// COMMAND's (or the cleanup's) pid, 0 when none.
+    fn leader_pid(&self) -> i32 {
+        self.leader.as_ref().map_or(0, |c| c.pid())
+    }
+
+    /// The event of an action, if it has one (`--events`).
+    fn log_event(&self, action: &Action) {
+        if !events::enabled() {
+            return;
+        }
+        let cleanup = !matches!(
+            self.machine.phase(),
+            Phase::Start | Phase::Run { .. } | Phase::Sweep { for_command: true, .. }
+        );
+        match *action {
+            // The stop request held by --stop-delay was logged on receipt.
+            Action::Forward(sig, _) if self.held_logged == Some(sig) => {}
+            Action::Forward(sig, from) => {
+                let stop = crate::config::stop_requests().contains(sig);
+                let how = if stop { "trigger" } else { "forwarded" };
+                events::signal(sig, from, how, Some(sig));
+            }
+            Action::Say(Note::StopDelayed(sig, from)) => {
+                events::signal(sig, from, "trigger", None)
+            }
+            Action::Say(Note::StoppingLeftovers(sig, from)) => {
+                events::signal(sig, from, "trigger", None)
+            }
+            Action::Say(
+                Note::Dropped(sig, from)
+                | Note::NotPassedOn(sig, from)
+                | Note::DuringCleanup(sig, from),
+            ) => events::signal(sig, from, "dropped", None),
+            Action::StopWithTool(sig) => events::signal(sig, 0, "job-control", None),
+            Action::Say(Note::StopRequested) => events::sent(
+                "stop",
+                self.machine_stop_signal(),
+                if self.config.stop_all { "all" } else { "group" },
+                self.leader_pid(),
+                self.grace_ms(),
+            ),
+            Action::Sweep(sig) if sig == Signal::KILL => {
+                let target = if cleanup { "cleanup" } else { "leftovers" };
+                events::sent("kill", sig, target, self.leader_pid(), 0)
+            }
+            Action::Sweep(sig) => {
+                let target = if cleanup { "cleanup" } else { "leftovers" };
+                events::sent("stop", sig, target, self.leader_pid(), self.grace_ms())
+            }
+            Action::KillGroup => events::sent("kill", Signal::KILL, "group", self.leader_pid(), 0),
+            _ => {}
+        }
+    }
+
+    /// The stop signal just passed on (for the `stop` event).
+    fn machine_stop_signal(&self) -> Signal {
+        self.last_stop.unwrap_or(self.config.signal)
+    }
+
     /// Carry out one action of the machine.
     fn act(&mut self, action: Action) {
+        if let Action::Forward(sig, _) = action {
+            if crate::config::stop_requests().contains(sig) {
+                self.last_stop = Some(sig);
+            }
+        }
+        self.log_event(&action);
+        match action {
+            Action::Say(Note::StopDelayed(sig, _)) => self.held_logged = Some(sig),
+            Action::Forward(..) => self.held_logged = None,
+            _ => {}
+        }
         match action {
             Action::Say(note) => self.say(note),
             Action::StartCommand => self.start_command(),
             Action::Forward(sig, from) => self.forward(sig, from),
+            Action::StopAll(sig) => {
+                let group = self.leader_pid();
+                verbose!("--stop-all: sending {sig} to every descendant");
+                self.sweeper.stop_all(sig, group);
+            }
+            Action::NameSurvivors(sig) => self.name_survivors(sig),
             Action::ContinueCommand => {
                 if let Some(child) = &self.leader {
                     self.terminal.on_continue(child);
@@ -397,7 +504,21 @@ impl<'a> Back<'a> {
                     front.finished();
                 }
             }
-            Action::Exit(status) => self.exit = Some(status),
+            Action::Exit(status) => {
+                events::exit(status.shell_code(), self.machine.cause().name());
+                self.exit = Some(status)
+            }
+        }
+    }
+
+    /// The grace is over: every descendant still there, named on stderr
+    /// (even without -v) with why `sig` has not ended it, before the KILL.
+    fn name_survivors(&self, sig: Signal) {
+        for pid in Sweeper::live() {
+            if let Some(s) = pgkit::survivors::survivor(pid, sig) {
+                pgkit::warn!("{}", s.line(sig));
+                events::survivor(&s);
+            }
         }
     }
 
@@ -423,7 +544,9 @@ impl<'a> Back<'a> {
 
     fn reap_leader(&mut self) {
         if let Some(mut child) = self.leader.take() {
-            child.reap();
+            if let Some(status) = child.reap() {
+                events::reaped(child.pid(), status);
+            }
             self.sweeper.forget(child.pid());
             // Without /proc, waitid could not get past the leader's zombie
             // to the others: reap them now, or their SIGCHLD, already read,
@@ -433,10 +556,17 @@ impl<'a> Back<'a> {
     }
 
     fn start_command(&mut self) {
-        let spawned = Spawn::new(&self.config.command)
+        let mut spawn = Spawn::new(&self.config.command);
+        spawn
             .isolation(Isolation::Group)
-            .foreground(self.handed_over)
-            .spawn(self.startup);
+            .foreground(self.handed_over);
+        // The budget along a chain: an inner graceful caps its grace to
+        // this (and says so at start).
+        match self.config.grace() {
+            Some(g) => spawn.env(GRACE_VAR, g.as_millis().to_string()),
+            None => spawn.env_remove(GRACE_VAR),
+        };
+        let spawned = spawn.spawn(self.startup);
         match spawned {
             Ok(child) => {
                 if let Some(front) = &self.to_front {
@@ -451,6 +581,7 @@ impl<'a> Back<'a> {
                         ""
                     }
                 );
+                events::started(child.pid(), child.pid(), pgkit::tty::own_session());
                 self.leader = Some(child);
                 self.feed(Event::CommandStarted);
             }
@@ -477,6 +608,7 @@ impl<'a> Back<'a> {
         match self.cleanup_spawn(env).spawn(self.startup) {
             Ok(child) => {
                 verbose!("cleanup started: pid {}", child.pid());
+                events::cleanup_started(child.pid(), false);
                 if let Some(front) = &self.to_front {
                     front.cleanup_started(child.pid());
                 }
@@ -504,6 +636,7 @@ impl<'a> Back<'a> {
         for event in self.inbox.take() {
             self.feed(event);
         }
+        events::cleanup_started(std::process::id() as i32, true);
         let e = spawn.exec(self.startup);
         pgkit::warn!("cleanup: {}", e.msg);
         self.feed(Event::CleanupStartFailed(e.code));
@@ -516,6 +649,7 @@ impl<'a> Back<'a> {
             Ok(reaped) => {
                 for (pid, status) in reaped {
                     verbose!("reaped pid {pid} ({status})");
+                    events::reaped(pid, status);
                     self.sweeper.forget(pid);
                 }
             }
@@ -530,6 +664,11 @@ impl<'a> Back<'a> {
                 verbose!("the front process is gone before COMMAND started: not starting it")
             }
             Note::Dropped(sig, from) => verbose!("received {sig} from pid {from}: dropped"),
+            Note::StopDelayed(sig, from) => verbose!(
+                "received {sig} from pid {from}: stop delay of {} ms before it is passed on \
+                 (or at the next stop request)",
+                self.config.stop_delay.as_millis()
+            ),
             Note::StopRequested => verbose!(
                 "stop requested: COMMAND's tree has {} to exit",
                 self.config.grace

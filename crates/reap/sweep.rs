@@ -180,6 +180,35 @@ impl Sweeper {
         }
     }
 
+    /// `--stop-all`: `sig` at once to every live descendant outside
+    /// `group` (COMMAND's, which got it from the forward). Where the tree
+    /// cannot be walked, COMMAND's group is all that can be reached.
+    pub fn stop_all(&mut self, sig: Signal, group: i32) {
+        if self.finder != Finder::Proc {
+            self.warn_once("--stop-all reaches COMMAND's process group only");
+            return;
+        }
+        let Some(tree) = descend::descendants() else {
+            return;
+        };
+        let me = std::process::id() as i32;
+        let pids: HashSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
+        for p in tree.iter().filter(|p| !p.is_zombie() && p.pgid != group) {
+            self.send(p, sig, &pids);
+        }
+    }
+
+    /// The live descendants, for the survivors' lines (none where the
+    /// tree cannot be walked).
+    pub fn live() -> Vec<i32> {
+        descend::descendants()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| !p.is_zombie())
+            .map(|p| p.pid)
+            .collect()
+    }
+
     /// The processes (pid, start time) the rounds so far sent KILL to.
     pub fn killed(&self) -> &HashSet<(i32, u64)> {
         &self.killed
