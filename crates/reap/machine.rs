@@ -1740,4 +1740,160 @@ mod tests {
         }
         assert_eq!(m.deadline(), None);
     }
+
+    // --stop-delay, --stop-all and the survivors (reap(1), OPTIONS).
+
+    fn delayed(delay: u64) -> Params {
+        Params {
+            stop_delay: Some(ms(delay)),
+            ..params()
+        }
+    }
+
+    #[test]
+    fn stop_delay_holds_the_stop_request_then_passes_it_on_and_starts_the_grace() {
+        let t = Instant::now();
+        let mut m = running(delayed(700), t);
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), t),
+            [Say(Note::StopDelayed(TERM, FROM))]
+        );
+        assert_eq!(m.deadline(), Some(t + ms(700)), "the delay, not the grace");
+        // Other signals pass on meanwhile.
+        assert_eq!(
+            m.on(Event::Signal(Signal::USR1, FROM), t + ms(10)),
+            [Forward(Signal::USR1, FROM)]
+        );
+        assert_eq!(m.due(t + ms(699)), None);
+        let end = t + ms(700);
+        assert_eq!(m.due(end), Some(DeadlinePassed));
+        assert_eq!(
+            m.on(DeadlinePassed, end),
+            [
+                Forward(TERM, FROM),
+                Say(Note::StopRequested),
+                ContinueIfStopped
+            ]
+        );
+        assert_eq!(m.deadline(), Some(end + ms(5_000)), "the grace starts now");
+        // The grace runs out as without a delay.
+        assert_eq!(
+            m.on(DeadlinePassed, end + ms(5_000))[0],
+            NameSurvivors(TERM)
+        );
+    }
+
+    #[test]
+    fn a_second_stop_request_ends_the_stop_delay_at_once() {
+        let t = Instant::now();
+        let mut m = running(delayed(600_000), t);
+        m.on(Event::Signal(TERM, FROM), t);
+        let now = t + ms(50);
+        assert_eq!(
+            m.on(Event::Signal(Signal::INT, FROM + 1), now),
+            [
+                Forward(TERM, FROM),
+                Say(Note::StopRequested),
+                ContinueIfStopped
+            ],
+            "the held request goes out, once"
+        );
+        assert_eq!(m.deadline(), Some(now + ms(5_000)));
+        // A third is passed on, and does not move the deadline.
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), now + ms(10)),
+            [Forward(TERM, FROM), ContinueIfStopped]
+        );
+        assert_eq!(m.deadline(), Some(now + ms(5_000)));
+    }
+
+    #[test]
+    fn command_exiting_within_the_stop_delay_is_a_cancel_and_leftovers_get_their_grace() {
+        let t = Instant::now();
+        let mut m = running(delayed(10_000), t);
+        m.on(Event::Signal(TERM, FROM), t);
+        let now = t + ms(100);
+        assert_eq!(
+            m.on(CommandExited(ok()), now),
+            [ReleaseTerminal, Sweep(TERM)]
+        );
+        assert_eq!(m.deadline(), Some(now + ms(5_000)));
+        m.on(TreeEmpty, now);
+        assert_eq!(env(&m.on(Drained, now))[2], "REAP_CAUSE=cancel");
+    }
+
+    #[test]
+    fn a_lost_front_within_the_stop_delay_kills_at_once() {
+        let t = Instant::now();
+        let mut m = running(delayed(10_000), t);
+        m.on(Event::Signal(TERM, FROM), t);
+        assert_eq!(
+            m.on(FrontLost, t),
+            [
+                Say(Note::FrontLostKillTree),
+                ReleaseTerminal,
+                Sweep(KILL)
+            ]
+        );
+        assert_eq!(m.deadline(), None, "the delay is over");
+    }
+
+    #[test]
+    fn stop_all_sends_the_stop_request_to_every_descendant() {
+        let t = Instant::now();
+        let p = Params {
+            stop_all: true,
+            ..params()
+        };
+        let mut m = running(p, t);
+        assert_eq!(
+            m.on(Event::Signal(Signal::INT, FROM), t),
+            [
+                Forward(Signal::INT, FROM),
+                StopAll(Signal::INT),
+                Say(Note::StopRequested),
+                ContinueIfStopped
+            ]
+        );
+        // Not for signals that are not stop requests.
+        assert_eq!(
+            m.on(Event::Signal(Signal::USR1, FROM), t),
+            [Forward(Signal::USR1, FROM)]
+        );
+        // With a delay: at its end.
+        let p = Params {
+            stop_all: true,
+            ..delayed(100)
+        };
+        let mut m = running(p, t);
+        m.on(Event::Signal(TERM, FROM), t);
+        assert_eq!(
+            m.on(DeadlinePassed, t + ms(100))[..2],
+            [Forward(TERM, FROM), StopAll(TERM)]
+        );
+    }
+
+    #[test]
+    fn survivors_are_named_with_the_signal_they_got_before_the_kill() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(Event::Signal(Signal::HUP, FROM), t);
+        let actions = m.on(DeadlinePassed, t + ms(5_000));
+        assert_eq!(actions[0], NameSurvivors(Signal::HUP), "{actions:?}");
+        // Leftovers: reap's --signal.
+        let p = Params {
+            signal: Signal::INT,
+            ..params()
+        };
+        let mut m = running(p, t);
+        m.on(CommandExited(ok()), t);
+        assert_eq!(
+            m.on(DeadlinePassed, t + ms(5_000)),
+            [
+                NameSurvivors(Signal::INT),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
+        );
+    }
 }
