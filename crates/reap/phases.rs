@@ -118,6 +118,8 @@ pub struct Back<'a> {
     exit: Option<Status>,
     /// The last stop request passed on.
     last_stop: Option<Signal>,
+    /// The `kill` event of the current KILL stage was written.
+    kill_logged: bool,
     /// The cleanup's `cleanup_exited` event was written.
     cleanup_logged: bool,
     /// The stop request held by `--stop-delay`, already logged.
@@ -148,6 +150,7 @@ impl<'a> Back<'a> {
             last_stop: None,
             cleanup_logged: false,
             held_logged: None,
+            kill_logged: false,
         }
     }
 
@@ -379,10 +382,6 @@ impl<'a> Back<'a> {
         if !events::enabled() {
             return;
         }
-        let cleanup = !matches!(
-            self.machine.phase(),
-            Phase::Start | Phase::Run { .. } | Phase::Sweep { for_command: true, .. }
-        );
         match *action {
             // The stop request held by --stop-delay was logged on receipt.
             Action::Forward(sig, _) if self.held_logged == Some(sig) => {}
@@ -410,17 +409,35 @@ impl<'a> Back<'a> {
                 self.leader_pid(),
                 self.grace_ms(),
             ),
-            Action::Sweep(sig) if sig == Signal::KILL => {
-                let target = if cleanup { "cleanup" } else { "leftovers" };
-                events::sent("kill", sig, target, self.leader_pid(), 0)
-            }
-            Action::Sweep(sig) => {
-                let target = if cleanup { "cleanup" } else { "leftovers" };
-                events::sent("stop", sig, target, self.leader_pid(), self.grace_ms())
-            }
             Action::KillGroup => events::sent("kill", Signal::KILL, "group", self.leader_pid(), 0),
             _ => {}
         }
+    }
+
+    /// The `stop` or `kill` event of a sweep's round that reached someone:
+    /// the stage's first round (`first`), or the first KILL of the stage
+    /// that reached a newcomer.
+    fn log_sweep(&mut self, sig: Signal, sent: usize, first: bool) {
+        let kill = sig == Signal::KILL;
+        if first {
+            self.kill_logged = false;
+        }
+        if sent == 0 || !first && (!kill || self.kill_logged) || !events::enabled() {
+            return;
+        }
+        self.kill_logged = kill;
+        let target = match self.machine.phase() {
+            Phase::Sweep {
+                for_command: false, ..
+            } => "cleanup",
+            _ => "leftovers",
+        };
+        let (kind, grace) = if kill {
+            ("kill", 0)
+        } else {
+            ("stop", self.grace_ms())
+        };
+        events::sent(kind, sig, target, self.leader_pid(), grace);
     }
 
     /// The stop signal just passed on (for the `stop` event).
@@ -475,12 +492,14 @@ impl<'a> Back<'a> {
             Action::KillGroup => self.kill_group(),
             Action::Sweep(sig) => {
                 self.sweeper.reset();
-                self.sweeper.round(sig, self.leader.as_ref());
+                let sent = self.sweeper.round(sig, self.leader.as_ref());
+                self.log_sweep(sig, sent, true);
             }
             // Marked processes are not signalled twice.
             Action::Rewalk(sig) => {
                 if self.sweeper.finder == Finder::Proc {
-                    self.sweeper.round(sig, self.leader.as_ref());
+                    let sent = self.sweeper.round(sig, self.leader.as_ref());
+                    self.log_sweep(sig, sent, false);
                 }
             }
             Action::KillNewcomers => {
@@ -488,7 +507,8 @@ impl<'a> Back<'a> {
                     .sweeper
                     .new_children(self.leader.as_ref().map(|c| c.pid()))
                 {
-                    self.sweeper.round(Signal::KILL, self.leader.as_ref());
+                    let sent = self.sweeper.round(Signal::KILL, self.leader.as_ref());
+                    self.log_sweep(Signal::KILL, sent, false);
                 }
             }
             Action::ReapLeader => self.reap_leader(),
