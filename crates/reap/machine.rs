@@ -400,7 +400,9 @@ impl Machine {
                 self.command = Some(status);
                 let stage = match self.phase {
                     // Within the stop delay: no grace yet, the sweep's own.
-                    Phase::Run { .. } if self.delayed.is_some() => Stage::Stop(self.grace_from(now)),
+                    Phase::Run { .. } if self.delayed.is_some() => {
+                        Stage::Stop(self.grace_from(now))
+                    }
                     // The grace that the stop request started goes on.
                     Phase::Run { deadline } if self.cancel => Stage::Stop(deadline),
                     _ if self.params.keep_orphans => Stage::Wait,
@@ -1050,7 +1052,11 @@ mod tests {
         assert_eq!(m.due(end), Some(DeadlinePassed));
         assert_eq!(
             m.on(DeadlinePassed, end),
-            [NameSurvivors(TERM), Say(Note::GraceOverKillAll), Sweep(KILL)]
+            [
+                NameSurvivors(TERM),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
         );
         assert_eq!(m.deadline(), None, "KILL is the last word");
         // A child forked (or re-parented to reap) since: KILLed too.
@@ -1186,7 +1192,11 @@ mod tests {
         assert_eq!(m.deadline(), Some(t1 + ms(5_000)));
         assert_eq!(
             m.on(DeadlinePassed, t1 + ms(5_000)),
-            [NameSurvivors(TERM), Say(Note::GraceOverKillAll), Sweep(KILL)]
+            [
+                NameSurvivors(TERM),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
         );
         m.on(TreeEmpty, t1 + ms(5_001));
         let actions = m.on(Drained, t1 + ms(5_001));
@@ -1348,7 +1358,11 @@ mod tests {
         );
         assert_eq!(
             m.on(DeadlinePassed, t + ms(5_000)),
-            [NameSurvivors(TERM), Say(Note::GraceOverKillAll), Sweep(KILL)]
+            [
+                NameSurvivors(TERM),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
         );
         // With --keep-orphans they are waited for, and a stop request does
         // not end that wait.
@@ -1394,7 +1408,11 @@ mod tests {
         assert_eq!(m.deadline(), Some(t2 + ms(1_000)));
         assert_eq!(
             m.on(DeadlinePassed, t2 + ms(1_000)),
-            [NameSurvivors(TERM), Say(Note::GraceOverKillAll), Sweep(KILL)]
+            [
+                NameSurvivors(TERM),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
         );
         let killed = Status::Signaled(KILL);
         assert_eq!(
@@ -1829,11 +1847,7 @@ mod tests {
         m.on(Event::Signal(TERM, FROM), t);
         assert_eq!(
             m.on(FrontLost, t),
-            [
-                Say(Note::FrontLostKillTree),
-                ReleaseTerminal,
-                Sweep(KILL)
-            ]
+            [Say(Note::FrontLostKillTree), ReleaseTerminal, Sweep(KILL)]
         );
         assert_eq!(m.deadline(), None, "the delay is over");
     }

@@ -390,9 +390,7 @@ impl<'a> Back<'a> {
                 let how = if stop { "trigger" } else { "forwarded" };
                 events::signal(sig, from, how, Some(sig));
             }
-            Action::Say(Note::StopDelayed(sig, from)) => {
-                events::signal(sig, from, "trigger", None)
-            }
+            Action::Say(Note::StopDelayed(sig, from)) => events::signal(sig, from, "trigger", None),
             Action::Say(Note::StoppingLeftovers(sig, from)) => {
                 events::signal(sig, from, "trigger", None)
             }

@@ -239,7 +239,12 @@ fn stop_all_sends_the_stop_signal_to_an_escapee_while_command_runs() {
             .lines_so_far()
             .iter()
             .any(|l| l.starts_with(&format!("got TERM pid={escapee} ")));
-        assert_eq!(got, stop_all, "--stop-all {stop_all}: {:?}", run.lines_so_far());
+        assert_eq!(
+            got,
+            stop_all,
+            "--stop-all {stop_all}: {:?}",
+            run.lines_so_far()
+        );
         let err = run.stderr_all();
         assert!(
             err.contains(&format!("reap: pid {escapee} (")),
