@@ -16,6 +16,7 @@ use pgkit::events::{self, Value};
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::{self, JobControl};
 use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
+use std::cell::Cell;
 use std::os::fd::AsFd;
 use std::time::Instant;
 
@@ -31,6 +32,9 @@ pub struct Supervisor<'a> {
     member: Option<group::Member>,
     /// Said once that, without `/proc`, the group is watched blind.
     blind_warned: bool,
+    /// The trigger whose `signal` event is written right after the stop
+    /// signal is sent (its write(2) is not on the signal's path).
+    trigger: Cell<Option<(Signal, i32)>>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -50,6 +54,7 @@ impl<'a> Supervisor<'a> {
             stopped: false,
             member: None,
             blind_warned: false,
+            trigger: Cell::new(None),
         }
     }
 
@@ -189,13 +194,14 @@ impl<'a> Supervisor<'a> {
             return;
         }
         if self.config.on.contains(signal) {
-            events::signal(signal, from, "trigger", None);
+            self.trigger.set(Some((signal, from)));
             let actions = self.machine.on(Event::Trigger(signal), Instant::now());
             verbose!("received {signal} from pid {from}: stop trigger");
             if actions.is_empty() {
                 verbose!("the kill signal was already sent: nothing to add");
             }
             self.act(&actions);
+            self.log_trigger();
         } else if self.config.forward.contains(signal) {
             let sent = self.child.signal(Target::Group, signal);
             events::signal(signal, from, "forwarded", Some(signal));
@@ -248,6 +254,7 @@ impl<'a> Supervisor<'a> {
             match action {
                 Action::SendGroup(sig) => {
                     let sent = self.child.signal(Target::Group, sig);
+                    self.log_trigger();
                     let kind = if self.machine.killed() {
                         "kill"
                     } else {
@@ -288,6 +295,13 @@ impl<'a> Supervisor<'a> {
                     );
                 }
             }
+        }
+    }
+
+    /// The `signal` event of the trigger being acted on, if not written yet.
+    fn log_trigger(&self) {
+        if let Some((signal, from)) = self.trigger.take() {
+            events::signal(signal, from, "trigger", None);
         }
     }
 

@@ -450,12 +450,25 @@ impl<'a> Back<'a> {
                 self.last_stop = Some(sig);
             }
         }
-        self.log_event(&action);
-        match action {
-            Action::Say(Note::StopDelayed(sig, _)) => self.held_logged = Some(sig),
-            Action::Forward(..) => self.held_logged = None,
-            _ => {}
+        // Logged once carried out: the event's write(2) is never between a
+        // signal and its passing on. No allocation: only the cleanup's
+        // actions hold an environment, and they have no event here.
+        let logged = match &action {
+            Action::StartCleanup(_) | Action::ExecCleanup(_) => None,
+            other => Some(other.clone()),
+        };
+        self.carry_out(action);
+        if let Some(action) = logged {
+            self.log_event(&action);
+            match action {
+                Action::Say(Note::StopDelayed(sig, _)) => self.held_logged = Some(sig),
+                Action::Forward(..) => self.held_logged = None,
+                _ => {}
+            }
         }
+    }
+
+    fn carry_out(&mut self, action: Action) {
         match action {
             Action::Say(note) => self.say(note),
             Action::StartCommand => self.start_command(),
