@@ -235,14 +235,7 @@ impl<'a> Supervisor<'a> {
         for pid in members {
             if let Some(s) = pgkit::survivors::survivor(pid, stop) {
                 pgkit::warn!("{}", s.line(stop));
-                events::emit(
-                    "survivor",
-                    &[
-                        ("child", Value::Int(s.pid.into())),
-                        ("name", Value::Str(&s.name)),
-                        ("reason", Value::Str(s.reason.word())),
-                    ],
-                );
+                events::survivor(&s);
             }
         }
     }

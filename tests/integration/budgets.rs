@@ -253,3 +253,33 @@ fn stop_all_sends_the_stop_signal_to_an_escapee_while_command_runs() {
         guard.wait_all_gone("the tree is killed", TIMEOUT);
     }
 }
+
+/// `--events` adds no wakeup while idle: neither reap process (front and
+/// back) is woken while COMMAND sleeps, the log open.
+#[test]
+fn reap_with_an_event_log_does_not_wake_up_while_idle() {
+    let dir = crate::kit::temp_dir("events-idle");
+    let log = dir.join("events.jsonl");
+    let mut run = reap([
+        "--events".into(),
+        log.display().to_string(),
+        "--".into(),
+        sigprobe(),
+    ])
+    .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    let front = run.pid();
+    let back = back_of(front);
+    for pid in [front, back] {
+        procfs::wait_until("reap sleeps", TIMEOUT, || procfs::state(pid) == Some('S'));
+    }
+    // Let both finish what they were doing (the start's events).
+    std::thread::sleep(Duration::from_millis(300));
+    let count = || procfs::ctxt_switches(front).unwrap() + procfs::ctxt_switches(back).unwrap();
+    let before = count();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(count(), before, "reap woke up while idle with --events");
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
