@@ -125,6 +125,8 @@ pub enum Note {
     /// `--stop-delay`: this stop request is passed on when the delay ends
     /// (or at the next stop request).
     StopDelayed(Signal, i32),
+    /// A second stop request ends the delay: the held one goes out now.
+    StopDelayCut(Signal, i32),
     FrontLostKillTree,
     GraceOverKillTree,
     KeepOrphans,
@@ -452,6 +454,7 @@ impl Machine {
         }
         if self.delayed.is_some() {
             // A second stop request ends the delay at once.
+            actions.push(Action::Say(Note::StopDelayCut(sig, from)));
             actions.extend(self.release(now));
             return actions;
         }
@@ -1810,6 +1813,7 @@ mod tests {
         assert_eq!(
             m.on(Event::Signal(Signal::INT, FROM + 1), now),
             [
+                Say(Note::StopDelayCut(Signal::INT, FROM + 1)),
                 Forward(TERM, FROM),
                 Say(Note::StopRequested),
                 ContinueIfStopped

@@ -390,7 +390,9 @@ impl<'a> Back<'a> {
                 let how = if stop { "trigger" } else { "forwarded" };
                 events::signal(sig, from, how, Some(sig));
             }
-            Action::Say(Note::StopDelayed(sig, from)) => events::signal(sig, from, "trigger", None),
+            Action::Say(Note::StopDelayed(sig, from) | Note::StopDelayCut(sig, from)) => {
+                events::signal(sig, from, "trigger", None)
+            }
             Action::Say(Note::StoppingLeftovers(sig, from)) => {
                 events::signal(sig, from, "trigger", None)
             }
@@ -462,7 +464,7 @@ impl<'a> Back<'a> {
             self.log_event(&action);
             match action {
                 Action::Say(Note::StopDelayed(sig, _)) => self.held_logged = Some(sig),
-                Action::Forward(..) => self.held_logged = None,
+                Action::Forward(sig, _) if self.held_logged == Some(sig) => self.held_logged = None,
                 _ => {}
             }
         }
@@ -699,6 +701,9 @@ impl<'a> Back<'a> {
                 "received {sig} from pid {from}: stop delay of {} ms before it is passed on \
                  (or at the next stop request)",
                 self.config.stop_delay.as_millis()
+            ),
+            Note::StopDelayCut(sig, from) => verbose!(
+                "received {sig} from pid {from}: a second stop request ends the stop delay"
             ),
             Note::StopRequested => verbose!(
                 "stop requested: COMMAND's tree has {} to exit",

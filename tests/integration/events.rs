@@ -294,3 +294,60 @@ fn a_full_reap_run_logs_every_event_in_the_contracts_order() {
     assert_eq!(get(exit, "dropped"), &Json::Int(0));
     assert_eq!(get(of("cleanup_exited")[0], "status"), &Json::Int(0));
 }
+
+/// reap's stop delay in the log: the request is logged when it arrives
+/// (not again when it is passed on), the one that ends the delay too, and
+/// the `stop` follows the second.
+#[test]
+fn reaps_stop_delay_logs_each_request_once_when_it_arrives() {
+    let dir = temp_dir("events-delay");
+    let log = dir.join("events.jsonl");
+    let mut run = Run::new(bin("reap"))
+        .args(["--events"])
+        .arg(&log)
+        .args(["--stop-delay", "10m", "--"])
+        .arg(bin("sigprobe"))
+        .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGTERM);
+    // USR1 passes on during the delay: its line says the TERM was read.
+    run.signal(libc::SIGUSR1);
+    run.expect_line(&format!("got USR1 pid={}", probe.pid), TIMEOUT);
+    run.signal(libc::SIGINT);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let signals: Vec<(String, String)> = text
+        .lines()
+        .map(parse_object)
+        .filter(|f| get(f, "event") == &Json::Str("signal".into()))
+        .map(|f| match (get(&f, "name"), get(&f, "action")) {
+            (Json::Str(n), Json::Str(a)) => (n.clone(), a.clone()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // TERM and USR1 may be read together: the kernel hands out pending
+    // standard signals lowest first.
+    let pair = |n: &str, a: &str| (n.to_string(), a.to_string());
+    assert_eq!(signals.len(), 3, "{text}");
+    let mut first = signals[..2].to_vec();
+    first.sort();
+    assert_eq!(
+        first,
+        [pair("TERM", "trigger"), pair("USR1", "forwarded")],
+        "{text}"
+    );
+    assert_eq!(signals[2], pair("INT", "trigger"), "{text}");
+    let order: Vec<String> = text
+        .lines()
+        .map(|l| match get(&parse_object(l), "event") {
+            Json::Str(e) => e.clone(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let stop = order
+        .iter()
+        .position(|e| e == "stop")
+        .expect("a stop event");
+    assert_eq!(order[stop - 1], "signal", "{text}");
+}
