@@ -31,7 +31,8 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
       --stop-delay DUR       on a stop request, wait this long before passing
                              the stop signal on (a drain; default 0; a second
                              request ends it; the grace starts after it)
-      --events FD|PATH       a machine-readable event log: one JSON line per event
+      --events FD|PATH       a machine-readable event log (a descriptor or a
+                             file): one JSON line per event
       --foreground           give COMMAND the terminal (default: when stdin is
                              a terminal and reap is in its foreground group)
       --no-foreground        never give COMMAND the terminal
