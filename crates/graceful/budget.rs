@@ -11,6 +11,7 @@
 //! own kill signal finds nothing left to kill.
 
 use pgkit::{verbose, Timeout};
+
 use std::ffi::OsStr;
 use std::time::Duration;
 
@@ -64,8 +65,9 @@ pub fn effective(own: Timeout, env: Option<&OsStr>) -> Timeout {
         }
         Outer::Ms(ms) => {
             let capped = cap(own, ms);
+            // Said even without -v: it changes what the user asked for.
             if capped != own {
-                verbose!(
+                pgkit::warn!(
                     "grace capped at {capped} by {VAR}={ms} (the outer grace less a {} ms margin; \
                      --grace {own})",
                     MARGIN.as_millis()

@@ -17,6 +17,7 @@ use pgkit::notify::Relay;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::{self, JobControl};
 use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
+use std::cell::Cell;
 use std::os::fd::AsFd;
 use std::time::Instant;
 
@@ -34,6 +35,9 @@ pub struct Supervisor<'a> {
     blind_warned: bool,
     /// COMMAND's notification socket, relayed to systemd's.
     relay: Option<Relay>,
+    /// The trigger whose `signal` event is written right after the stop
+    /// signal is sent (its write(2) is not on the signal's path).
+    trigger: Cell<Option<(Signal, i32)>>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -55,6 +59,7 @@ impl<'a> Supervisor<'a> {
             member: None,
             blind_warned: false,
             relay,
+            trigger: Cell::new(None),
         }
     }
 
@@ -201,13 +206,14 @@ impl<'a> Supervisor<'a> {
             return;
         }
         if self.config.on.contains(signal) {
-            events::signal(signal, from, "trigger", None);
+            self.trigger.set(Some((signal, from)));
             let actions = self.machine.on(Event::Trigger(signal), Instant::now());
             verbose!("received {signal} from pid {from}: stop trigger");
             if actions.is_empty() {
                 verbose!("the kill signal was already sent: nothing to add");
             }
             self.act(&actions);
+            self.log_trigger();
         } else if self.config.forward.contains(signal) {
             let sent = self.child.signal(Target::Group, signal);
             events::signal(signal, from, "forwarded", Some(signal));
@@ -241,14 +247,7 @@ impl<'a> Supervisor<'a> {
         for pid in members {
             if let Some(s) = pgkit::survivors::survivor(pid, stop) {
                 pgkit::warn!("{}", s.line(stop));
-                events::emit(
-                    "survivor",
-                    &[
-                        ("child", Value::Int(s.pid.into())),
-                        ("name", Value::Str(&s.name)),
-                        ("reason", Value::Str(s.reason.word())),
-                    ],
-                );
+                events::survivor(&s);
             }
         }
     }
@@ -260,6 +259,7 @@ impl<'a> Supervisor<'a> {
             match action {
                 Action::SendGroup(sig) => {
                     let sent = self.child.signal(Target::Group, sig);
+                    self.log_trigger();
                     let kind = if self.machine.killed() {
                         "kill"
                     } else {
@@ -300,6 +300,13 @@ impl<'a> Supervisor<'a> {
                     );
                 }
             }
+        }
+    }
+
+    /// The `signal` event of the trigger being acted on, if not written yet.
+    fn log_trigger(&self) {
+        if let Some((signal, from)) = self.trigger.take() {
+            events::signal(signal, from, "trigger", None);
         }
     }
 

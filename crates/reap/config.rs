@@ -26,6 +26,13 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
       --exec-cleanup         the cleanup replaces reap's subreaper process
                              (same PID); its status is reap's final status
       --keep-orphans         do not kill leftovers: wait for them to exit
+      --stop-all             on a stop request, the stop signal to every
+                             descendant at once, not only to COMMAND's group
+      --stop-delay DUR       on a stop request, wait this long before passing
+                             the stop signal on (a drain; default 0; a second
+                             request ends it; the grace starts after it)
+      --events FD|PATH       a machine-readable event log (a descriptor or a
+                             file): one JSON line per event
       --foreground           give COMMAND the terminal (default: when stdin is
                              a terminal and reap is in its foreground group)
       --no-foreground        never give COMMAND the terminal
@@ -59,6 +66,12 @@ pub struct Config {
     pub cleanup_timeout: Timeout,
     pub exec_cleanup: bool,
     pub keep_orphans: bool,
+    /// `--stop-all`.
+    pub stop_all: bool,
+    /// `--stop-delay`.
+    pub stop_delay: Duration,
+    /// `--events FD|PATH`.
+    pub events: Option<String>,
     pub foreground: Foreground,
     pub verbose: bool,
     pub command: Vec<OsString>,
@@ -137,6 +150,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut cleanup_timeout = None;
     let mut exec_cleanup = false;
     let mut keep_orphans = false;
+    let mut stop_all = false;
+    let mut stop_delay = Duration::ZERO;
+    let mut events = None;
     let mut foreground = Foreground::Auto;
     let mut verbose = false;
     let mut command = None;
@@ -167,6 +183,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("cleanup-timeout") => cleanup_timeout = Some(cli::duration(&mut parser, &opt)?),
             Long("exec-cleanup") => exec_cleanup = true,
             Long("keep-orphans") => keep_orphans = true,
+            Long("stop-all") => stop_all = true,
+            Long("stop-delay") => {
+                stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
+                    Error::usage(format!(
+                        "--stop-delay cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
+                    ))
+                })?
+            }
+            Long("events") => events = Some(cli::text(&mut parser, &opt)?),
             Long("foreground") => foreground = Foreground::On,
             Long("no-foreground") => foreground = Foreground::Off,
             arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
@@ -215,6 +240,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         cleanup_timeout: cleanup_timeout.unwrap_or(Timeout::Never),
         exec_cleanup,
         keep_orphans,
+        stop_all,
+        stop_delay,
+        events,
         foreground,
         verbose,
         command,
@@ -242,7 +270,9 @@ mod tests {
         assert_eq!(c.grace, Timeout::After(Duration::from_secs(5)));
         assert_eq!(c.signal, Signal::TERM);
         assert_eq!(c.cleanup_timeout, Timeout::Never);
-        assert!(!c.exec_cleanup && !c.keep_orphans && !c.verbose);
+        assert!(!c.exec_cleanup && !c.keep_orphans && !c.verbose && !c.stop_all);
+        assert_eq!(c.stop_delay, Duration::ZERO);
+        assert_eq!(c.events, None);
         assert_eq!(c.foreground, Foreground::Auto);
         assert_eq!(c.command, ["sleep", "1"]);
     }
@@ -266,6 +296,10 @@ mod tests {
         assert!(c.exec_cleanup);
         assert_eq!(c.grace(), None);
         assert_eq!(c.foreground, Foreground::On);
+        let c = run("--stop-all --stop-delay 2s --events 3 cmd").unwrap();
+        assert!(c.stop_all);
+        assert_eq!(c.stop_delay, Duration::from_secs(2));
+        assert_eq!(c.events.as_deref(), Some("3"));
         let c = run("-cx -g5 -sHUP cmd").unwrap();
         assert_eq!(c.cleanup.as_deref(), Some("x".as_ref()));
         assert_eq!(c.signal, Signal::HUP);
@@ -354,6 +388,11 @@ mod tests {
             "--cleanup-exec a ; --cleanup-exec b ; cmd",
             "--help=x cmd",
             "--keep-orphans=yes cmd",
+            "--stop-delay inf cmd",
+            "--stop-delay infinity cmd",
+            "--stop-delay soon cmd",
+            "--stop-all=yes cmd",
+            "--events",
         ] {
             let r = parse(line.split_whitespace().map(OsString::from));
             let e = r.err().unwrap_or_else(|| panic!("{line:?} should fail"));

@@ -75,6 +75,13 @@ pub enum Action {
     StartCommand,
     /// Pass this signal (from this sender) on to COMMAND's group.
     Forward(Signal, i32),
+    /// `--stop-all`: right after the [`Action::Forward`] of a stop
+    /// request, the same signal to every other descendant at once (the
+    /// sweep's tree walk), not only COMMAND's group.
+    StopAll(Signal),
+    /// The grace ran out: name every descendant still there (stderr, even
+    /// without -v), and why this stop signal has not ended it.
+    NameSurvivors(Signal),
     /// Job control: reap received CONT; continue COMMAND if it is stopped.
     ContinueCommand,
     /// Job control: reap was stopped from the terminal by this signal.
@@ -115,6 +122,11 @@ pub enum Note {
     NotStarting,
     Dropped(Signal, i32),
     StopRequested,
+    /// `--stop-delay`: this stop request is passed on when the delay ends
+    /// (or at the next stop request).
+    StopDelayed(Signal, i32),
+    /// A second stop request ends the delay: the held one goes out now.
+    StopDelayCut(Signal, i32),
     FrontLostKillTree,
     GraceOverKillTree,
     KeepOrphans,
@@ -180,6 +192,10 @@ pub struct Params {
     pub cleanup_timeout: Option<Duration>,
     /// `--exec-cleanup` applies.
     pub exec_cleanup: bool,
+    /// `--stop-delay`; `None` for none (0).
+    pub stop_delay: Option<Duration>,
+    /// `--stop-all`.
+    pub stop_all: bool,
 }
 
 impl Params {
@@ -192,6 +208,8 @@ impl Params {
             cleanup: config.cleanup_argv().is_some(),
             cleanup_timeout: config.cleanup_timeout.duration(),
             exec_cleanup: config.exec_cleanup,
+            stop_delay: Some(config.stop_delay).filter(|d| !d.is_zero()),
+            stop_all: config.stop_all,
         }
     }
 
@@ -213,8 +231,13 @@ pub struct Machine {
     phase: Phase,
     /// Signals read before COMMAND was started.
     held: Vec<(Signal, i32)>,
-    /// A stop request was passed on.
+    /// A stop request was passed on (or is held by `--stop-delay`).
     cancel: bool,
+    /// `--stop-delay`: the stop request held until the delay ends (the
+    /// Run phase's deadline meanwhile).
+    delayed: Option<(Signal, i32)>,
+    /// The stop signal COMMAND's tree got, for the survivors' reasons.
+    stop_sig: Signal,
     /// The front died.
     lost: bool,
     /// COMMAND's status, once known.
@@ -236,6 +259,8 @@ impl Machine {
             phase: Phase::Start,
             held: Vec::new(),
             cancel: false,
+            delayed: None,
+            stop_sig: params.signal,
             lost: false,
             command: None,
             cleanup: None,
@@ -281,6 +306,14 @@ impl Machine {
     #[cfg(test)]
     pub fn command_status(&self) -> Option<Status> {
         self.command
+    }
+
+    /// REAP_CAUSE as it stands (final once COMMAND's tree is gone).
+    pub fn cause(&self) -> Cause {
+        let status = self
+            .command
+            .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
+        Cause::of(self.cancel, self.lost, status)
     }
 
     /// The cleanup's result as it counts (124 after `--cleanup-timeout`),
@@ -368,6 +401,10 @@ impl Machine {
             Event::CommandExited(status) => {
                 self.command = Some(status);
                 let stage = match self.phase {
+                    // Within the stop delay: no grace yet, the sweep's own.
+                    Phase::Run { .. } if self.delayed.is_some() => {
+                        Stage::Stop(self.grace_from(now))
+                    }
                     // The grace that the stop request started goes on.
                     Phase::Run { deadline } if self.cancel => Stage::Stop(deadline),
                     _ if self.params.keep_orphans => Stage::Wait,
@@ -377,8 +414,10 @@ impl Machine {
                 actions.extend(self.sweep(stage, true));
                 actions
             }
+            Event::DeadlinePassed if self.delayed.is_some() => self.release(now),
             Event::DeadlinePassed => {
                 let mut actions = vec![
+                    Action::NameSurvivors(self.stop_sig),
                     Action::Say(Note::GraceOverKillTree),
                     Action::ReleaseTerminal,
                 ];
@@ -409,23 +448,63 @@ impl Machine {
             }
             return actions;
         }
-        actions.push(Action::Forward(sig, from));
-        if self.params.is_stop_request(sig) {
-            if !self.cancel {
-                self.cancel = true;
-                self.phase = Phase::Run {
-                    deadline: self.grace_from(now),
-                };
-                actions.push(Action::Say(Note::StopRequested));
-            }
-            // A stopped process acts on nothing but KILL until continued.
-            actions.push(Action::ContinueIfStopped);
+        if !self.params.is_stop_request(sig) {
+            actions.push(Action::Forward(sig, from));
+            return actions;
         }
+        if self.delayed.is_some() {
+            // A second stop request ends the delay at once.
+            actions.push(Action::Say(Note::StopDelayCut(sig, from)));
+            actions.extend(self.release(now));
+            return actions;
+        }
+        if let Some(delay) = self.params.stop_delay.filter(|_| !self.cancel) {
+            self.cancel = true;
+            self.delayed = Some((sig, from));
+            self.phase = Phase::Run {
+                deadline: Some(now.checked_add(delay).unwrap_or(now)),
+            };
+            actions.push(Action::Say(Note::StopDelayed(sig, from)));
+            return actions;
+        }
+        actions.extend(self.stop_request(sig, from, now));
         actions
+    }
+
+    /// A stop request passed on: to COMMAND's group (`--stop-all`: to
+    /// every descendant); the first starts the grace.
+    fn stop_request(&mut self, sig: Signal, from: i32, now: Instant) -> Vec<Action> {
+        let mut actions = vec![Action::Forward(sig, from)];
+        if self.params.stop_all {
+            actions.push(Action::StopAll(sig));
+        }
+        if !self.cancel {
+            self.cancel = true;
+            self.stop_sig = sig;
+            self.phase = Phase::Run {
+                deadline: self.grace_from(now),
+            };
+            actions.push(Action::Say(Note::StopRequested));
+        }
+        // A stopped process acts on nothing but KILL until continued.
+        actions.push(Action::ContinueIfStopped);
+        actions
+    }
+
+    /// The stop delay is over (or cut short): the held stop request is
+    /// passed on, and the grace starts now.
+    fn release(&mut self, now: Instant) -> Vec<Action> {
+        let Some((sig, from)) = self.delayed.take() else {
+            return Vec::new();
+        };
+        self.phase = Phase::Run { deadline: None };
+        self.cancel = false;
+        self.stop_request(sig, from, now)
     }
 
     /// Enter a sweep at `stage`.
     fn sweep(&mut self, stage: Stage, for_command: bool) -> Vec<Action> {
+        self.delayed = None;
         self.phase = Phase::Sweep { stage, for_command };
         vec![match stage {
             Stage::Wait => Action::Say(Note::KeepOrphans),
@@ -476,7 +555,10 @@ impl Machine {
                 }
             }
             Event::DeadlinePassed => {
-                let mut actions = vec![Action::Say(Note::GraceOverKillAll)];
+                let mut actions = vec![
+                    Action::NameSurvivors(self.params.signal),
+                    Action::Say(Note::GraceOverKillAll),
+                ];
                 actions.extend(self.sweep(Stage::Kill, for_command));
                 actions
             }
@@ -656,6 +738,8 @@ mod tests {
             cleanup: true,
             cleanup_timeout: None,
             exec_cleanup: false,
+            stop_delay: None,
+            stop_all: false,
         }
     }
 
@@ -839,7 +923,12 @@ mod tests {
         assert_eq!(m.due(end), Some(DeadlinePassed));
         assert_eq!(
             m.on(DeadlinePassed, end),
-            [Say(Note::GraceOverKillTree), ReleaseTerminal, Sweep(KILL)]
+            [
+                NameSurvivors(TERM),
+                Say(Note::GraceOverKillTree),
+                ReleaseTerminal,
+                Sweep(KILL)
+            ]
         );
         assert_eq!(
             m.phase(),
@@ -966,7 +1055,11 @@ mod tests {
         assert_eq!(m.due(end), Some(DeadlinePassed));
         assert_eq!(
             m.on(DeadlinePassed, end),
-            [Say(Note::GraceOverKillAll), Sweep(KILL)]
+            [
+                NameSurvivors(TERM),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
         );
         assert_eq!(m.deadline(), None, "KILL is the last word");
         // A child forked (or re-parented to reap) since: KILLed too.
@@ -1102,7 +1195,11 @@ mod tests {
         assert_eq!(m.deadline(), Some(t1 + ms(5_000)));
         assert_eq!(
             m.on(DeadlinePassed, t1 + ms(5_000)),
-            [Say(Note::GraceOverKillAll), Sweep(KILL)]
+            [
+                NameSurvivors(TERM),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
         );
         m.on(TreeEmpty, t1 + ms(5_001));
         let actions = m.on(Drained, t1 + ms(5_001));
@@ -1264,7 +1361,11 @@ mod tests {
         );
         assert_eq!(
             m.on(DeadlinePassed, t + ms(5_000)),
-            [Say(Note::GraceOverKillAll), Sweep(KILL)]
+            [
+                NameSurvivors(TERM),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
         );
         // With --keep-orphans they are waited for, and a stop request does
         // not end that wait.
@@ -1310,7 +1411,11 @@ mod tests {
         assert_eq!(m.deadline(), Some(t2 + ms(1_000)));
         assert_eq!(
             m.on(DeadlinePassed, t2 + ms(1_000)),
-            [Say(Note::GraceOverKillAll), Sweep(KILL)]
+            [
+                NameSurvivors(TERM),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
         );
         let killed = Status::Signaled(KILL);
         assert_eq!(
@@ -1655,5 +1760,158 @@ mod tests {
             assert_eq!(m.on(e, t), []);
         }
         assert_eq!(m.deadline(), None);
+    }
+
+    // --stop-delay, --stop-all and the survivors (reap(1), OPTIONS).
+
+    fn delayed(delay: u64) -> Params {
+        Params {
+            stop_delay: Some(ms(delay)),
+            ..params()
+        }
+    }
+
+    #[test]
+    fn stop_delay_holds_the_stop_request_then_passes_it_on_and_starts_the_grace() {
+        let t = Instant::now();
+        let mut m = running(delayed(700), t);
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), t),
+            [Say(Note::StopDelayed(TERM, FROM))]
+        );
+        assert_eq!(m.deadline(), Some(t + ms(700)), "the delay, not the grace");
+        // Other signals pass on meanwhile.
+        assert_eq!(
+            m.on(Event::Signal(Signal::USR1, FROM), t + ms(10)),
+            [Forward(Signal::USR1, FROM)]
+        );
+        assert_eq!(m.due(t + ms(699)), None);
+        let end = t + ms(700);
+        assert_eq!(m.due(end), Some(DeadlinePassed));
+        assert_eq!(
+            m.on(DeadlinePassed, end),
+            [
+                Forward(TERM, FROM),
+                Say(Note::StopRequested),
+                ContinueIfStopped
+            ]
+        );
+        assert_eq!(m.deadline(), Some(end + ms(5_000)), "the grace starts now");
+        // The grace runs out as without a delay.
+        assert_eq!(
+            m.on(DeadlinePassed, end + ms(5_000))[0],
+            NameSurvivors(TERM)
+        );
+    }
+
+    #[test]
+    fn a_second_stop_request_ends_the_stop_delay_at_once() {
+        let t = Instant::now();
+        let mut m = running(delayed(600_000), t);
+        m.on(Event::Signal(TERM, FROM), t);
+        let now = t + ms(50);
+        assert_eq!(
+            m.on(Event::Signal(Signal::INT, FROM + 1), now),
+            [
+                Say(Note::StopDelayCut(Signal::INT, FROM + 1)),
+                Forward(TERM, FROM),
+                Say(Note::StopRequested),
+                ContinueIfStopped
+            ],
+            "the held request goes out, once"
+        );
+        assert_eq!(m.deadline(), Some(now + ms(5_000)));
+        // A third is passed on, and does not move the deadline.
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), now + ms(10)),
+            [Forward(TERM, FROM), ContinueIfStopped]
+        );
+        assert_eq!(m.deadline(), Some(now + ms(5_000)));
+    }
+
+    #[test]
+    fn command_exiting_within_the_stop_delay_is_a_cancel_and_leftovers_get_their_grace() {
+        let t = Instant::now();
+        let mut m = running(delayed(10_000), t);
+        m.on(Event::Signal(TERM, FROM), t);
+        let now = t + ms(100);
+        assert_eq!(
+            m.on(CommandExited(ok()), now),
+            [ReleaseTerminal, Sweep(TERM)]
+        );
+        assert_eq!(m.deadline(), Some(now + ms(5_000)));
+        m.on(TreeEmpty, now);
+        assert_eq!(env(&m.on(Drained, now))[2], "REAP_CAUSE=cancel");
+    }
+
+    #[test]
+    fn a_lost_front_within_the_stop_delay_kills_at_once() {
+        let t = Instant::now();
+        let mut m = running(delayed(10_000), t);
+        m.on(Event::Signal(TERM, FROM), t);
+        assert_eq!(
+            m.on(FrontLost, t),
+            [Say(Note::FrontLostKillTree), ReleaseTerminal, Sweep(KILL)]
+        );
+        assert_eq!(m.deadline(), None, "the delay is over");
+    }
+
+    #[test]
+    fn stop_all_sends_the_stop_request_to_every_descendant() {
+        let t = Instant::now();
+        let p = Params {
+            stop_all: true,
+            ..params()
+        };
+        let mut m = running(p, t);
+        assert_eq!(
+            m.on(Event::Signal(Signal::INT, FROM), t),
+            [
+                Forward(Signal::INT, FROM),
+                StopAll(Signal::INT),
+                Say(Note::StopRequested),
+                ContinueIfStopped
+            ]
+        );
+        // Not for signals that are not stop requests.
+        assert_eq!(
+            m.on(Event::Signal(Signal::USR1, FROM), t),
+            [Forward(Signal::USR1, FROM)]
+        );
+        // With a delay: at its end.
+        let p = Params {
+            stop_all: true,
+            ..delayed(100)
+        };
+        let mut m = running(p, t);
+        m.on(Event::Signal(TERM, FROM), t);
+        assert_eq!(
+            m.on(DeadlinePassed, t + ms(100))[..2],
+            [Forward(TERM, FROM), StopAll(TERM)]
+        );
+    }
+
+    #[test]
+    fn survivors_are_named_with_the_signal_they_got_before_the_kill() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on(Event::Signal(Signal::HUP, FROM), t);
+        let actions = m.on(DeadlinePassed, t + ms(5_000));
+        assert_eq!(actions[0], NameSurvivors(Signal::HUP), "{actions:?}");
+        // Leftovers: reap's --signal.
+        let p = Params {
+            signal: Signal::INT,
+            ..params()
+        };
+        let mut m = running(p, t);
+        m.on(CommandExited(ok()), t);
+        assert_eq!(
+            m.on(DeadlinePassed, t + ms(5_000)),
+            [
+                NameSurvivors(Signal::INT),
+                Say(Note::GraceOverKillAll),
+                Sweep(KILL)
+            ]
+        );
     }
 }

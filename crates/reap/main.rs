@@ -21,7 +21,7 @@ mod terminal;
 use guardian::{Detach, Split};
 use pgkit::sigfd::SignalFd;
 use pgkit::startup::{self, Startup};
-use pgkit::{cli, exit, log, notify, reap, tty, verbose, Error, SigSet};
+use pgkit::{cli, events, exit, log, notify, reap, tty, verbose, Error, SigSet};
 use phases::{Back, Inbox};
 use terminal::Terminal;
 
@@ -42,6 +42,11 @@ fn run() -> ! {
     // nohup's rule: what the caller left ignored stays ignored.
     let dropped = startup.left_ignored(config.forward, config.named);
     config.forward = config.forward.minus(dropped);
+
+    // Checked before anything starts: 125 and one line if it cannot be used.
+    if let Some(target) = &config.events {
+        events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
+    }
 
     let caught = SigSet::blockable().union(config.forward);
     startup::block(caught);

@@ -26,11 +26,14 @@ use pgkit::notify::{Relay, Service};
 use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
-use pgkit::{descend, poll, reap, verbose, Child, Signal, Status, Target};
+use pgkit::{descend, events, poll, reap, verbose, Child, Signal, Status, Target};
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
+
+/// The budget exported to COMMAND, as graceful does (its `--grace` in ms).
+const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
 
 /// Where events come from: the back's own signalfd and the front's pipe.
 pub struct Inbox {
@@ -130,6 +133,14 @@ pub struct Back<'a> {
     exit: Option<Status>,
     /// What systemd's variables become for COMMAND and the cleanup.
     service: Service,
+    /// The last stop request passed on.
+    last_stop: Option<Signal>,
+    /// The `kill` event of the current KILL stage was written.
+    kill_logged: bool,
+    /// The cleanup's `cleanup_exited` event was written.
+    cleanup_logged: bool,
+    /// The stop request held by `--stop-delay`, already logged.
+    held_logged: Option<Signal>,
 }
 
 impl<'a> Back<'a> {
@@ -154,6 +165,10 @@ impl<'a> Back<'a> {
             hinted: false,
             exit: None,
             service: Service::default(),
+            last_stop: None,
+            cleanup_logged: false,
+            held_logged: None,
+            kill_logged: false,
         }
     }
 
@@ -342,6 +357,16 @@ impl<'a> Back<'a> {
         let keep = self.leader.as_ref().filter(|c| !c.is_reaped());
         self.reap_adopted(keep.map(|c| c.pid()));
         if let Some(status) = self.leader.as_mut().and_then(|c| c.poll_exit()) {
+            if let Phase::Sweep {
+                for_command: false, ..
+            } = self.machine.phase()
+            {
+                // Stopped at its timeout (else said as it exited).
+                if !self.cleanup_logged {
+                    events::cleanup_exited(self.leader_pid(), status);
+                }
+                self.cleanup_logged = true;
+            }
             let pin = self.sweeper.needs_pin();
             self.feed(Event::LeaderExited { status, pin });
         }
@@ -363,6 +388,8 @@ impl<'a> Back<'a> {
             return;
         };
         if let Some(status) = child.poll_exit() {
+            events::cleanup_exited(child.pid(), status);
+            self.cleanup_logged = true;
             return self.feed(Event::CleanupExited(status));
         }
         if let Some(Job::Stopped(sig)) = child.poll_job() {
@@ -378,12 +405,122 @@ impl<'a> Back<'a> {
         self.tick();
     }
 
+    /// The grace in ms for the event log (-1 for inf).
+    fn grace_ms(&self) -> i64 {
+        self.config
+            .grace()
+            .map_or(-1, |g| i64::try_from(g.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// COMMAND's (or the cleanup's) pid, 0 when none.
+    fn leader_pid(&self) -> i32 {
+        self.leader.as_ref().map_or(0, |c| c.pid())
+    }
+
+    /// The event of an action, if it has one (`--events`).
+    fn log_event(&self, action: &Action) {
+        if !events::enabled() {
+            return;
+        }
+        match *action {
+            // The stop request held by --stop-delay was logged on receipt.
+            Action::Forward(sig, _) if self.held_logged == Some(sig) => {}
+            Action::Forward(sig, from) => {
+                let stop = crate::config::stop_requests().contains(sig);
+                let how = if stop { "trigger" } else { "forwarded" };
+                events::signal(sig, from, how, Some(sig));
+            }
+            Action::Say(Note::StopDelayed(sig, from) | Note::StopDelayCut(sig, from)) => {
+                events::signal(sig, from, "trigger", None)
+            }
+            Action::Say(Note::StoppingLeftovers(sig, from)) => {
+                events::signal(sig, from, "trigger", None)
+            }
+            Action::Say(
+                Note::Dropped(sig, from)
+                | Note::NotPassedOn(sig, from)
+                | Note::DuringCleanup(sig, from),
+            ) => events::signal(sig, from, "dropped", None),
+            Action::StopWithTool(sig) => events::signal(sig, 0, "job-control", None),
+            Action::Say(Note::StopRequested) => events::sent(
+                "stop",
+                self.machine_stop_signal(),
+                if self.config.stop_all { "all" } else { "group" },
+                self.leader_pid(),
+                self.grace_ms(),
+            ),
+            Action::KillGroup => events::sent("kill", Signal::KILL, "group", self.leader_pid(), 0),
+            _ => {}
+        }
+    }
+
+    /// The `stop` or `kill` event of a sweep's round that reached someone:
+    /// the stage's first round (`first`), or the first KILL of the stage
+    /// that reached a newcomer.
+    fn log_sweep(&mut self, sig: Signal, sent: usize, first: bool) {
+        let kill = sig == Signal::KILL;
+        if first {
+            self.kill_logged = false;
+        }
+        if sent == 0 || !first && (!kill || self.kill_logged) || !events::enabled() {
+            return;
+        }
+        self.kill_logged = kill;
+        let target = match self.machine.phase() {
+            Phase::Sweep {
+                for_command: false, ..
+            } => "cleanup",
+            _ => "leftovers",
+        };
+        let (kind, grace) = if kill {
+            ("kill", 0)
+        } else {
+            ("stop", self.grace_ms())
+        };
+        events::sent(kind, sig, target, self.leader_pid(), grace);
+    }
+
+    /// The stop signal just passed on (for the `stop` event).
+    fn machine_stop_signal(&self) -> Signal {
+        self.last_stop.unwrap_or(self.config.signal)
+    }
+
     /// Carry out one action of the machine.
     fn act(&mut self, action: Action) {
+        if let Action::Forward(sig, _) = action {
+            if crate::config::stop_requests().contains(sig) {
+                self.last_stop = Some(sig);
+            }
+        }
+        // Logged once carried out: the event's write(2) is never between a
+        // signal and its passing on. No allocation: only the cleanup's
+        // actions hold an environment, and they have no event here.
+        let logged = match &action {
+            Action::StartCleanup(_) | Action::ExecCleanup(_) => None,
+            other => Some(other.clone()),
+        };
+        self.carry_out(action);
+        if let Some(action) = logged {
+            self.log_event(&action);
+            match action {
+                Action::Say(Note::StopDelayed(sig, _)) => self.held_logged = Some(sig),
+                Action::Forward(sig, _) if self.held_logged == Some(sig) => self.held_logged = None,
+                _ => {}
+            }
+        }
+    }
+
+    fn carry_out(&mut self, action: Action) {
         match action {
             Action::Say(note) => self.say(note),
             Action::StartCommand => self.start_command(),
             Action::Forward(sig, from) => self.forward(sig, from),
+            Action::StopAll(sig) => {
+                let group = self.leader_pid();
+                verbose!("--stop-all: sending {sig} to every descendant");
+                self.sweeper.stop_all(sig, group);
+            }
+            Action::NameSurvivors(sig) => self.name_survivors(sig),
             Action::ContinueCommand => {
                 if let Some(child) = &self.leader {
                     self.terminal.on_continue(child);
@@ -408,12 +545,14 @@ impl<'a> Back<'a> {
             Action::KillGroup => self.kill_group(),
             Action::Sweep(sig) => {
                 self.sweeper.reset();
-                self.sweeper.round(sig, self.leader.as_ref());
+                let sent = self.sweeper.round(sig, self.leader.as_ref());
+                self.log_sweep(sig, sent, true);
             }
             // Marked processes are not signalled twice.
             Action::Rewalk(sig) => {
                 if self.sweeper.finder == Finder::Proc {
-                    self.sweeper.round(sig, self.leader.as_ref());
+                    let sent = self.sweeper.round(sig, self.leader.as_ref());
+                    self.log_sweep(sig, sent, false);
                 }
             }
             Action::KillNewcomers => {
@@ -421,7 +560,8 @@ impl<'a> Back<'a> {
                     .sweeper
                     .new_children(self.leader.as_ref().map(|c| c.pid()))
                 {
-                    self.sweeper.round(Signal::KILL, self.leader.as_ref());
+                    let sent = self.sweeper.round(Signal::KILL, self.leader.as_ref());
+                    self.log_sweep(Signal::KILL, sent, false);
                 }
             }
             Action::ReapLeader => self.reap_leader(),
@@ -437,7 +577,21 @@ impl<'a> Back<'a> {
                     front.finished();
                 }
             }
-            Action::Exit(status) => self.exit = Some(status),
+            Action::Exit(status) => {
+                events::exit(status.shell_code(), self.machine.cause().name());
+                self.exit = Some(status)
+            }
+        }
+    }
+
+    /// The grace is over: every descendant still there, named on stderr
+    /// (even without -v) with why `sig` has not ended it, before the KILL.
+    fn name_survivors(&self, sig: Signal) {
+        for pid in Sweeper::live() {
+            if let Some(s) = pgkit::survivors::survivor(pid, sig) {
+                pgkit::warn!("{}", s.line(sig));
+                events::survivor(&s);
+            }
         }
     }
 
@@ -463,7 +617,9 @@ impl<'a> Back<'a> {
 
     fn reap_leader(&mut self) {
         if let Some(mut child) = self.leader.take() {
-            child.reap();
+            if let Some(status) = child.reap() {
+                events::reaped(child.pid(), status);
+            }
             self.sweeper.forget(child.pid());
             // Without /proc, waitid could not get past the leader's zombie
             // to the others: reap them now, or their SIGCHLD, already read,
@@ -478,7 +634,14 @@ impl<'a> Back<'a> {
             .isolation(Isolation::Group)
             .foreground(self.handed_over);
         self.service.command(&mut spawn);
-        match spawn.spawn(self.startup) {
+        // The budget along a chain: an inner graceful caps its grace to
+        // this (and says so at start).
+        match self.config.grace() {
+            Some(g) => spawn.env(GRACE_VAR, g.as_millis().to_string()),
+            None => spawn.env_remove(GRACE_VAR),
+        };
+        let spawned = spawn.spawn(self.startup);
+        match spawned {
             Ok(child) => {
                 self.service.command_started();
                 if let Some(front) = &self.to_front {
@@ -493,6 +656,7 @@ impl<'a> Back<'a> {
                         ""
                     }
                 );
+                events::started(child.pid(), child.pid(), pgkit::tty::own_session());
                 self.leader = Some(child);
                 self.feed(Event::CommandStarted);
             }
@@ -521,6 +685,7 @@ impl<'a> Back<'a> {
         match self.cleanup_spawn(env).spawn(self.startup) {
             Ok(child) => {
                 verbose!("cleanup started: pid {}", child.pid());
+                events::cleanup_started(child.pid(), false);
                 if let Some(front) = &self.to_front {
                     front.cleanup_started(child.pid());
                 }
@@ -551,6 +716,7 @@ impl<'a> Back<'a> {
         for event in self.inbox.take() {
             self.feed(event);
         }
+        events::cleanup_started(std::process::id() as i32, true);
         let e = spawn.exec(self.startup);
         pgkit::warn!("cleanup: {}", e.msg);
         self.feed(Event::CleanupStartFailed(e.code));
@@ -563,6 +729,7 @@ impl<'a> Back<'a> {
             Ok(reaped) => {
                 for (pid, status) in reaped {
                     verbose!("reaped pid {pid} ({status})");
+                    events::reaped(pid, status);
                     self.sweeper.forget(pid);
                 }
             }
@@ -577,6 +744,14 @@ impl<'a> Back<'a> {
                 verbose!("the front process is gone before COMMAND started: not starting it")
             }
             Note::Dropped(sig, from) => verbose!("received {sig} from pid {from}: dropped"),
+            Note::StopDelayed(sig, from) => verbose!(
+                "received {sig} from pid {from}: stop delay of {} ms before it is passed on \
+                 (or at the next stop request)",
+                self.config.stop_delay.as_millis()
+            ),
+            Note::StopDelayCut(sig, from) => verbose!(
+                "received {sig} from pid {from}: a second stop request ends the stop delay"
+            ),
             Note::StopRequested => verbose!(
                 "stop requested: COMMAND's tree has {} to exit",
                 self.config.grace

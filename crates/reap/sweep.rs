@@ -86,8 +86,9 @@ impl Sweeper {
 
     /// Send `sig` to every live descendant not yet marked in this stage
     /// (a stopped one also gets CONT, so it can act on a stop signal).
-    /// `pinned` is COMMAND or the cleanup, when still unreaped.
-    pub fn round(&mut self, sig: Signal, pinned: Option<&Child>) {
+    /// `pinned` is COMMAND or the cleanup, when still unreaped. Returns
+    /// how many processes got it (1 where they cannot be counted).
+    pub fn round(&mut self, sig: Signal, pinned: Option<&Child>) -> usize {
         match self.finder {
             Finder::Proc => self.proc_round(sig),
             Finder::Namespace => {
@@ -99,6 +100,7 @@ impl Sweeper {
                 if sig != Signal::KILL {
                     let _ = descend::signal_namespace(Signal::CONT);
                 }
+                1
             }
             Finder::Group => {
                 self.warn_once(
@@ -112,7 +114,9 @@ impl Sweeper {
                     if sig != Signal::KILL {
                         let _ = child.signal(Target::Group, Signal::CONT);
                     }
+                    return 1;
                 }
+                0
             }
         }
     }
@@ -128,7 +132,7 @@ impl Sweeper {
         }
     }
 
-    fn proc_round(&mut self, sig: Signal) {
+    fn proc_round(&mut self, sig: Signal) -> usize {
         let Some(tree) = descend::descendants() else {
             self.why = Some(pgkit::procfs::diagnose());
             self.finder = if reap::is_pid1() {
@@ -136,15 +140,18 @@ impl Sweeper {
             } else {
                 Finder::Group
             };
-            return;
+            return 0;
         };
         let me = std::process::id() as i32;
         let pids: HashSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
+        let mut sent = 0;
         for p in tree.iter().filter(|p| !p.is_zombie()) {
             if self.marks.get(&p.pid).is_some_and(|m| m.start == p.start) {
                 continue;
             }
-            if self.send(p, sig, &pids) && sig == Signal::KILL {
+            let delivered = self.send(p, sig, &pids);
+            sent += usize::from(delivered);
+            if delivered && sig == Signal::KILL {
                 self.killed.insert((p.pid, p.start));
             }
             self.marks.insert(
@@ -155,6 +162,7 @@ impl Sweeper {
                 },
             );
         }
+        sent
     }
 
     /// Whether the walked process got `sig`.
@@ -178,6 +186,35 @@ impl Sweeper {
                 false
             }
         }
+    }
+
+    /// `--stop-all`: `sig` at once to every live descendant outside
+    /// `group` (COMMAND's, which got it from the forward). Where the tree
+    /// cannot be walked, COMMAND's group is all that can be reached.
+    pub fn stop_all(&mut self, sig: Signal, group: i32) {
+        if self.finder != Finder::Proc {
+            self.warn_once("--stop-all reaches COMMAND's process group only");
+            return;
+        }
+        let Some(tree) = descend::descendants() else {
+            return;
+        };
+        let me = std::process::id() as i32;
+        let pids: HashSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
+        for p in tree.iter().filter(|p| !p.is_zombie() && p.pgid != group) {
+            self.send(p, sig, &pids);
+        }
+    }
+
+    /// The live descendants, for the survivors' lines (none where the
+    /// tree cannot be walked).
+    pub fn live() -> Vec<i32> {
+        descend::descendants()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| !p.is_zombie())
+            .map(|p| p.pid)
+            .collect()
     }
 
     /// The processes (pid, start time) the rounds so far sent KILL to.

@@ -2,6 +2,9 @@
 //! `--help` is in its man page, and the man page's OPTIONS section names no
 //! option the tool does not have.
 
+/// The chains the documentation shows, run.
+mod chains;
+
 use crate::kit::{bin, Run, TIMEOUT};
 use std::collections::BTreeSet;
 use std::path::Path;

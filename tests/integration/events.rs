@@ -113,3 +113,241 @@ fn an_unusable_log_is_refused_before_anything_starts() {
         &[&["--events", "/nonexistent/dir/log", "--"]],
     );
 }
+
+/// A JSON value of an event line (the log writes flat objects only).
+#[derive(Debug, Clone, PartialEq)]
+enum Json {
+    Int(i64),
+    Str(String),
+    Bool(bool),
+}
+
+/// Parse one event line as a flat JSON object, strictly: every line must
+/// be one, with its keys in order.
+fn parse_object(line: &str) -> Vec<(String, Json)> {
+    let b = line.as_bytes();
+    let mut i = 0;
+    let fail = |why: &str, at: usize| -> ! { panic!("not a JSON event ({why} at {at}): {line}") };
+    let string = |i: &mut usize| -> String {
+        if b.get(*i) != Some(&b'"') {
+            fail("expected a string", *i);
+        }
+        *i += 1;
+        let mut out = String::new();
+        loop {
+            match b.get(*i) {
+                None => fail("unterminated string", *i),
+                Some(b'"') => {
+                    *i += 1;
+                    return out;
+                }
+                Some(b'\\') => {
+                    match b.get(*i + 1) {
+                        Some(b'"') => out.push('"'),
+                        Some(b'\\') => out.push('\\'),
+                        Some(b'u') => {
+                            let hex = &line[*i + 2..*i + 6];
+                            out.push(
+                                char::from_u32(u32::from_str_radix(hex, 16).unwrap()).unwrap(),
+                            );
+                            *i += 4;
+                        }
+                        _ => fail("bad escape", *i),
+                    }
+                    *i += 2;
+                }
+                Some(_) => {
+                    let c = line[*i..].chars().next().unwrap();
+                    out.push(c);
+                    *i += c.len_utf8();
+                }
+            }
+        }
+    };
+    if b.first() != Some(&b'{') || b.last() != Some(&b'}') {
+        fail("not an object", 0);
+    }
+    i += 1;
+    let mut fields = Vec::new();
+    loop {
+        let key = string(&mut i);
+        if b.get(i) != Some(&b':') {
+            fail("expected ':'", i);
+        }
+        i += 1;
+        let value = match b.get(i) {
+            Some(b'"') => Json::Str(string(&mut i)),
+            Some(b't') if line[i..].starts_with("true") => {
+                i += 4;
+                Json::Bool(true)
+            }
+            Some(b'f') if line[i..].starts_with("false") => {
+                i += 5;
+                Json::Bool(false)
+            }
+            Some(c) if c.is_ascii_digit() || *c == b'-' => {
+                let end = i + line[i..]
+                    .find(|c: char| c != '-' && !c.is_ascii_digit())
+                    .unwrap_or(line.len() - i);
+                let n = line[i..end]
+                    .parse()
+                    .unwrap_or_else(|_| fail("bad number", i));
+                i = end;
+                Json::Int(n)
+            }
+            _ => fail("bad value", i),
+        };
+        fields.push((key, value));
+        match b.get(i) {
+            Some(b',') => i += 1,
+            Some(b'}') if i + 1 == b.len() => return fields,
+            _ => fail("expected ',' or the end", i),
+        }
+    }
+}
+
+fn get<'a>(fields: &'a [(String, Json)], key: &str) -> &'a Json {
+    &fields
+        .iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("no {key} in {fields:?}"))
+        .1
+}
+
+/// A full reap run: every event parses, carries the common fields in
+/// order, with a clock that never goes back, and the events come in the
+/// contract's order of events: started, the stop request (signal, stop),
+/// the survivors at the deadline, kill, the tree reaped, the cleanup
+/// (started, exited, reaped), exit with REAP_CAUSE.
+#[test]
+fn a_full_reap_run_logs_every_event_in_the_contracts_order() {
+    let dir = temp_dir("events-reap");
+    let log = dir.join("events.jsonl");
+    let mut run = Run::new(bin("reap"))
+        .arg(format!("--events={}", log.display()))
+        .args(["--grace", "300ms", "--cleanup", "exit 0", "--", "sh", "-c"])
+        .arg("trap '' TERM USR1; (echo up; exec sleep 30) & wait")
+        .stderr_piped()
+        .spawn();
+    run.expect_line("up", TIMEOUT);
+    run.signal(libc::SIGUSR1);
+    run.signal(libc::SIGTERM);
+    let status = run.wait_exit(TIMEOUT);
+    assert_eq!(status.code(), None, "killed, as COMMAND was: {status:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut last_t = 0;
+    let mut names = Vec::new();
+    for line in text.lines() {
+        let fields = parse_object(line);
+        let keys: Vec<&str> = fields.iter().take(5).map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["v", "t", "tool", "pid", "event"], "{line}");
+        assert_eq!(get(&fields, "v"), &Json::Int(1), "{line}");
+        assert_eq!(get(&fields, "tool"), &Json::Str("reap".into()), "{line}");
+        let Json::Int(t) = *get(&fields, "t") else {
+            panic!("{line}")
+        };
+        assert!(t >= last_t, "the clock went back: {text}");
+        last_t = t;
+        let Json::Str(name) = get(&fields, "event").clone() else {
+            panic!("{line}")
+        };
+        names.push((name, fields));
+    }
+    let mut order: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
+    order.dedup();
+    assert_eq!(
+        order,
+        [
+            "started",
+            "signal",
+            "stop",
+            "survivor",
+            "kill",
+            "reaped",
+            "cleanup_started",
+            "cleanup_exited",
+            "reaped",
+            "exit"
+        ],
+        "{text}"
+    );
+    let of = |event: &str| -> Vec<&Vec<(String, Json)>> {
+        names
+            .iter()
+            .filter(|(n, _)| n == event)
+            .map(|(_, f)| f)
+            .collect()
+    };
+    let signals = of("signal");
+    assert_eq!(signals.len(), 2, "{text}");
+    assert_eq!(get(signals[0], "action"), &Json::Str("forwarded".into()));
+    assert_eq!(get(signals[1], "name"), &Json::Str("TERM".into()));
+    assert_eq!(get(signals[1], "action"), &Json::Str("trigger".into()));
+    assert_eq!(get(of("stop")[0], "grace_ms"), &Json::Int(300));
+    assert_eq!(of("survivor").len(), 2, "the shell and the sleep: {text}");
+    for s in of("survivor") {
+        assert_eq!(get(s, "reason"), &Json::Str("ignores".into()));
+    }
+    let exit = of("exit")[0];
+    assert_eq!(get(exit, "status"), &Json::Int(137));
+    assert_eq!(get(exit, "cause"), &Json::Str("cancel".into()));
+    assert_eq!(get(exit, "dropped"), &Json::Int(0));
+    assert_eq!(get(of("cleanup_exited")[0], "status"), &Json::Int(0));
+}
+
+/// reap's stop delay in the log: the request is logged when it arrives
+/// (not again when it is passed on), the one that ends the delay too, and
+/// the `stop` follows the second.
+#[test]
+fn reaps_stop_delay_logs_each_request_once_when_it_arrives() {
+    let dir = temp_dir("events-delay");
+    let log = dir.join("events.jsonl");
+    let mut run = Run::new(bin("reap"))
+        .args(["--events"])
+        .arg(&log)
+        .args(["--stop-delay", "10m", "--"])
+        .arg(bin("sigprobe"))
+        .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGTERM);
+    // USR1 passes on during the delay: its line says the TERM was read.
+    run.signal(libc::SIGUSR1);
+    run.expect_line(&format!("got USR1 pid={}", probe.pid), TIMEOUT);
+    run.signal(libc::SIGINT);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let signals: Vec<(String, String)> = text
+        .lines()
+        .map(parse_object)
+        .filter(|f| get(f, "event") == &Json::Str("signal".into()))
+        .map(|f| match (get(&f, "name"), get(&f, "action")) {
+            (Json::Str(n), Json::Str(a)) => (n.clone(), a.clone()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // TERM and USR1 may be read together: the kernel hands out pending
+    // standard signals lowest first.
+    let pair = |n: &str, a: &str| (n.to_string(), a.to_string());
+    assert_eq!(signals.len(), 3, "{text}");
+    let mut first = signals[..2].to_vec();
+    first.sort();
+    assert_eq!(
+        first,
+        [pair("TERM", "trigger"), pair("USR1", "forwarded")],
+        "{text}"
+    );
+    assert_eq!(signals[2], pair("INT", "trigger"), "{text}");
+    let order: Vec<String> = text
+        .lines()
+        .map(|l| match get(&parse_object(l), "event") {
+            Json::Str(e) => e.clone(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let stop = order
+        .iter()
+        .position(|e| e == "stop")
+        .expect("a stop event");
+    assert_eq!(order[stop - 1], "signal", "{text}");
+}

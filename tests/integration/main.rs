@@ -5,6 +5,8 @@
 mod kit;
 use kit::{procfs, reap as reap_kit, skip, tmux};
 
+/// Budgets along a chain: caps announced, drain delays, survivors named, --stop-all.
+mod budgets;
 /// reap's cleanup: order, environment, shielding, timeout, exit status.
 mod cleanup;
 /// Malformed invocations: 125, one line, nothing started; each tool's options.

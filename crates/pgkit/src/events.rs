@@ -245,6 +245,56 @@ pub fn reaped(pid: i32, status: crate::Status) {
     );
 }
 
+/// `stop` or `kill`: a signal sent to `target` (`group`: COMMAND's group,
+/// of id `group`; `all`: every descendant; `leftovers`; `cleanup`), with
+/// the grace that follows in ms (-1 for inf; 0 after a kill).
+pub fn sent(kind: &str, sig: crate::Signal, target: &str, group: i32, grace_ms: i64) {
+    emit(
+        kind,
+        &[
+            ("signal", Value::Int(sig.raw().into())),
+            ("target", Value::Str(target)),
+            ("group", Value::Int(group.into())),
+            ("grace_ms", Value::Int(grace_ms)),
+        ],
+    );
+}
+
+/// `survivor`: a process still there when a grace ran out, and why (as
+/// the stderr line).
+pub fn survivor(s: &crate::survivors::Survivor) {
+    emit(
+        "survivor",
+        &[
+            ("child", Value::Int(s.pid.into())),
+            ("name", Value::Str(&s.name)),
+            ("reason", Value::Str(s.reason.word())),
+        ],
+    );
+}
+
+/// `cleanup_started`: the cleanup's pid (reap's own, `--exec-cleanup`).
+pub fn cleanup_started(pid: i32, exec: bool) {
+    emit(
+        "cleanup_started",
+        &[
+            ("child", Value::Int(pid.into())),
+            ("exec", Value::Bool(exec)),
+        ],
+    );
+}
+
+/// `cleanup_exited`: the cleanup's status as a shell reports it.
+pub fn cleanup_exited(pid: i32, status: crate::Status) {
+    emit(
+        "cleanup_exited",
+        &[
+            ("child", Value::Int(pid.into())),
+            ("status", Value::Int(status.shell_code().into())),
+        ],
+    );
+}
+
 /// `exit`: the tool's own status as a shell will report it, and why.
 pub fn exit(status: i32, cause: &str) {
     let dropped = dropped();

@@ -43,7 +43,7 @@ function __pgwrap_suite_signal_list
     end
 end
 
-set -l with_value -f --forward -c --cleanup --cleanup-exec -g --grace -s --signal --cleanup-timeout
+set -l with_value -f --forward -c --cleanup --cleanup-exec -g --grace -s --signal --cleanup-timeout --stop-delay --events
 set -l opts "not __pgwrap_suite_command_started $with_value"
 set -l signals 'HUP INT QUIT TERM USR1 USR2 WINCH ALRM CONT PIPE PROF PWR URG IO VTALRM XCPU XFSZ RTMIN RTMAX'
 set -l durations '10s 30s 1m 5m inf'
@@ -56,6 +56,9 @@ complete -c reap -n $opts -s s -l signal -x -a "KILL $signals" -d 'Stop signal f
 complete -c reap -n $opts -l cleanup-timeout -x -a $durations -d 'Stop the cleanup if it runs longer'
 complete -c reap -n $opts -l exec-cleanup -d 'The cleanup replaces the subreaper process'
 complete -c reap -n $opts -l keep-orphans -d 'Do not kill leftovers; wait for them'
+complete -c reap -n $opts -l stop-all -d 'On a stop request, the stop signal to every descendant'
+complete -c reap -n $opts -l stop-delay -x -a '1s 5s 30s' -d 'On a stop request, wait this long before passing it on'
+complete -c reap -n $opts -l events -r -d 'Event log: a descriptor or a file'
 complete -c reap -n $opts -l foreground -d 'Give COMMAND the terminal'
 complete -c reap -n $opts -l no-foreground -d 'Never give COMMAND the terminal'
 complete -c reap -n $opts -s v -l verbose -d 'One line on stderr per decision'

@@ -940,6 +940,15 @@ impl Sim<'_> {
                 }
                 if FORWARD_DEFAULT.contains(&s) {
                     self.deliver(i + 1, s, t);
+                    // --stop-all: a stop request also reaches every other
+                    // descendant at once (each inner tool, and COMMAND's
+                    // group below them), whatever the layers between would
+                    // have passed on.
+                    if o.stop_all && STOPS.contains(&s) {
+                        for j in i + 2..=self.k() {
+                            self.deliver(j, s, t);
+                        }
+                    }
                     if STOPS.contains(&s) {
                         self.layers[i].cancelled = true;
                         if !self.layers[i].deadline {
