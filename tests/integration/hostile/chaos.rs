@@ -852,6 +852,10 @@ struct Layer {
     /// The back was killed after COMMAND ended, before the cleanup started:
     /// the front's cleanup sees REAP_CAUSE=lost.
     lost_env: bool,
+    /// `--exec-cleanup`: the cleanup (the back's own process) was killed.
+    cleanup_killed: bool,
+    /// When reap first passed a stop request on.
+    cancel_at: Option<u64>,
     /// The grace this layer gives (graceful: capped by an outer grace).
     grace: u64,
 }
@@ -951,6 +955,7 @@ impl Sim<'_> {
                     }
                     if STOPS.contains(&s) {
                         self.layers[i].cancelled = true;
+                        self.layers[i].cancel_at.get_or_insert(t);
                         if !self.layers[i].deadline {
                             self.layers[i].deadline = true;
                             let g = o.grace;
@@ -1052,7 +1057,13 @@ impl Sim<'_> {
                 }
             }
             Tool::Reap(o) => {
-                let lingers = if o.keep_orphans { 2000 } else { o.grace };
+                let mut lingers = if o.keep_orphans { 2000 } else { o.grace };
+                if self.sc.mode == Mode::NoProc || self.sc.nofile.is_some() {
+                    // Without /proc, leftovers outside COMMAND's group are
+                    // waited for: as long as the longest of them lives.
+                    let longest = self.sc.nodes.iter().map(|n| n.life.saturating_sub(t));
+                    lingers = lingers.max(longest.max().unwrap_or(0));
+                }
                 lingers + o.cleanup.map(|c| c.1).unwrap_or(0) + o.cleanup_timeout.unwrap_or(0)
             }
         };
@@ -1100,7 +1111,14 @@ impl Sim<'_> {
             // pdeathsig (pgwrap, graceful) or reap's guarantee: the rest dies now.
             self.kill(i + 1, t);
             if reap && i == k - 1 {
-                let cause = if self.layers[i].cancelled {
+                // A stop request that reached the front just before its
+                // SIGKILL may have died with it, unread, before the back
+                // heard of it.
+                let close = self.layers[i]
+                    .cancel_at
+                    .is_some_and(|c| t.saturating_sub(c) <= TOL);
+                let unheard = close && self.ch.either();
+                let cause = if self.layers[i].cancelled && !unheard {
                     "cancel"
                 } else {
                     "lost"
@@ -1150,7 +1168,9 @@ impl Sim<'_> {
                     self.reap_env = Some((child.shell(), cause));
                 }
                 let cleanup = self.cleanup_outcome(o);
-                if l.back_killed {
+                if l.cleanup_killed {
+                    Outcome::Signal(KILL)
+                } else if l.back_killed {
                     Outcome::Exit(125)
                 } else if o.exec_cleanup {
                     cleanup.unwrap_or(child)
@@ -1168,9 +1188,14 @@ impl Sim<'_> {
     /// REAP_CAUSE as the contract orders the causes.
     fn reap_cause(&self, i: usize, child: Outcome, lost: bool) -> &'static str {
         let l = &self.layers[i];
-        if l.cancelled {
+        // A killed back: the front's cleanup says lost, whatever was asked
+        // before (the contract's clause on a killed back; the front does not
+        // know what the back passed on).
+        if l.back_killed {
+            "lost"
+        } else if l.cancelled {
             "cancel"
-        } else if lost || l.lost || l.back_killed {
+        } else if lost || l.lost {
             "lost"
         } else if matches!(child, Outcome::Signal(_)) {
             "signal"
@@ -1234,8 +1259,17 @@ impl Sim<'_> {
                             // started by the front (REAP_CAUSE=lost, COMMAND's
                             // status, reported when COMMAND exited), or it was
                             // already running with the back's environment.
-                            l.back_killed = true;
-                            l.lost_env = before_cleanup;
+                            // With --exec-cleanup a running cleanup is the
+                            // back itself: its death is reap's status.
+                            let exec =
+                                matches!(&self.sc.layers[i], Tool::Reap(o) if o.exec_cleanup);
+                            let l = &mut self.layers[i];
+                            if exec && !before_cleanup {
+                                l.cleanup_killed = true;
+                            } else {
+                                l.back_killed = true;
+                                l.lost_env = before_cleanup;
+                            }
                         }
                     }
                     Target::Node(_) | Target::Cleanup => {}
@@ -1603,15 +1637,18 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     let mut add = |kind: &'static str, detail: String| v.push(Violation { kind, detail });
     // Events the supervisor could not fire (their target was not known
     // yet, or already gone) did not happen: the model runs without them.
-    let unsent: Vec<usize> = rep
+    let sent: Vec<usize> = rep
         .lines
         .iter()
         .filter_map(|l| {
             let rest = l.strip_prefix("event ")?;
             let (n, how) = rest.split_once(' ')?;
-            (!how.starts_with("sent")).then(|| n.parse().ok())?
+            how.starts_with("sent").then(|| n.parse().ok())?
         })
         .collect();
+    // Never fired at all (the chain was not up yet, or already over) is
+    // the same as not sent.
+    let unsent: Vec<usize> = (0..sc.events.len()).filter(|n| !sent.contains(n)).collect();
     let fired;
     let sc = if unsent.is_empty() {
         sc
