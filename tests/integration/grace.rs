@@ -524,7 +524,12 @@ fn survivors_are_named_with_the_reason_when_the_grace_runs_out() {
 /// trigger is sent), and the grace starts only then.
 #[test]
 fn the_stop_signal_waits_for_the_stop_delay() {
-    let mut run = graceful(&["--stop-delay", "700ms", "-g", "5s"], &[]);
+    term_arrives_after_the_stop_delay(graceful(&["--stop-delay", "700ms", "-g", "5s"], &[]));
+}
+
+/// A tool run with `--stop-delay 700ms` over a sigprobe: TERM sent to the
+/// tool reaches the probe no earlier than 700 ms later, and the run ends 0.
+pub fn term_arrives_after_the_stop_delay(mut run: Run) {
     let probe = run.expect_ready(TIMEOUT);
     let t0 = Instant::now();
     run.signal(libc::SIGTERM);
