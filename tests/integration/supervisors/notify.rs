@@ -86,9 +86,13 @@ pub fn units(out_root: &Path) -> Vec<UnitFile> {
         add(
             &mut units,
             listen.clone(),
+            // KillMode=mixed, as reap(1) says to run reap under systemd:
+            // with the default control-group, systemd's stop signals every
+            // process of the unit at once and may end the cleanup with the
+            // rest (the contract's "a kill of the whole cgroup").
             format!(
                 "[Unit]\nDescription=socket activation test\n[Service]\nTimeoutStopSec=10\n\
-                 ExecStart={}\n",
+                 KillMode=mixed\nExecStart={}\n",
                 exec_start(tool, "listen")
             ),
         );
@@ -311,11 +315,23 @@ fn socket_activation_hands_the_socket_to_command() {
             // The activated socket and nothing else of the tool's.
             assert!(log.contains("fds=0,1,2,3,4\n"), "{unit}: {log}");
         }
-        stop(m, unit);
+        // The socket first: stopped while it still listens, the service
+        // could be activated again by a connection still queued on it.
         m.exec(&["systemctl", "stop", &socket]);
+        stop(m, unit);
         if tool == "reap" {
             // The cleanup got neither the socket nor the variables.
-            let cleanup = wait_for(&m.out(unit).join("cleanup"), "end");
+            let path = m.out(unit).join("cleanup");
+            let t0 = std::time::Instant::now();
+            while !super::read(&path).contains("end") {
+                assert!(
+                    t0.elapsed() < super::PATIENCE,
+                    "{unit}: the cleanup never wrote its report; journal:\n{}",
+                    m.journal(unit)
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let cleanup = super::read(&path);
             assert!(cleanup.starts_with("fds: 0,1,2,3\n"), "{cleanup}");
             assert!(!cleanup.contains("LISTEN_"), "{cleanup}");
             assert!(!cleanup.contains("NOTIFY_SOCKET"), "{cleanup}");
