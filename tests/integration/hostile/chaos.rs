@@ -997,6 +997,11 @@ impl Sim<'_> {
         l.deadline = true;
         let (s, g) = (l.stop_sig, l.grace);
         self.push(t + g, t + g, Ev::Deadline(i));
+        // With no grace the kill signal follows within microseconds: it
+        // may end the group before the stop signal has acted anywhere.
+        if g == 0 && self.ch.either() {
+            return;
+        }
         self.deliver(i + 1, s, t);
     }
 
