@@ -1072,7 +1072,18 @@ impl Sim<'_> {
                 lingers + o.cleanup.map(|c| c.1).unwrap_or(0) + o.cleanup_timeout.unwrap_or(0)
             }
         };
-        self.push(t, t + hi, Ev::Finish(i));
+        // Without /proc, reap cannot signal leftovers outside COMMAND's
+        // group: it surely waits until they have exited by themselves.
+        let nodes = &self.sc.nodes;
+        let outside = match &self.sc.layers[i] {
+            Tool::Reap(o) if self.sc.mode == Mode::NoProc && !o.keep_orphans => (1..nodes.len())
+                .filter(|&n| !in_root_group(nodes, n))
+                .map(|n| nodes[n].life.saturating_sub(t))
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        };
+        self.push(t + outside, t + hi.max(outside), Ev::Finish(i));
     }
 
     /// Upper bound on how long members of the root's group outlive `t`.
