@@ -1014,6 +1014,13 @@ impl Sim<'_> {
             return self.root_end(t, Outcome::Signal(KILL));
         }
         if STOPS.contains(&s) {
+            // At the very start the root may not have set up its handling
+            // yet: then the signal's default action ends it (the caller's
+            // mask is blocked only for what the scenario blocks).
+            let early = t == 0 && root.term != Term::Default && !self.sc.blk.contains(&s);
+            if early && self.ch.either() {
+                return self.root_end(t, Outcome::Signal(s));
+            }
             match root.term {
                 Term::Default => self.root_end(t, Outcome::Signal(s)),
                 Term::Ignore => {}
