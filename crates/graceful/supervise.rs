@@ -328,9 +328,7 @@ impl<'a> Supervisor<'a> {
             fds.push(fd.as_fd());
         }
         fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
-        if let Err(e) = poll::wait(&fds, self.machine.deadline()) {
-            pgkit::warn!("poll failed: {e}");
-        }
+        poll::wait(&fds, self.machine.deadline());
     }
 }
 

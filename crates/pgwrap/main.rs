@@ -113,9 +113,7 @@ fn run() -> ! {
         let mut fds = vec![signals.as_fd()];
         fds.extend(child.pidfd());
         fds.extend(relay.as_ref().map(|r| r.as_fd()));
-        if let Err(e) = poll::wait(&fds, None) {
-            pgkit::warn!("poll failed: {e}");
-        }
+        poll::wait(&fds, None);
     };
     jobs.release(child.pid());
     child.reap();

@@ -238,9 +238,7 @@ impl Front {
             fds.extend(self.from_back.as_ref().map(|f| f.as_fd()));
             fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
             let pipe = self.to_back.as_ref().filter(|_| full).map(|f| f.as_fd());
-            if let Err(e) = poll::wait_io(&fds, pipe.as_slice(), None) {
-                pgkit::warn!("poll failed: {e}");
-            }
+            poll::wait_io(&fds, pipe.as_slice(), None);
         }
     }
 

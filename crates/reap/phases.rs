@@ -101,16 +101,9 @@ impl Inbox {
         let extra_at = extra.map(|_| fds.len());
         fds.extend(extra);
         fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
-        match poll::wait(&fds, deadline) {
-            Ok(ready) => {
-                self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
-                self.extra_ready = extra_at.map_or(true, |i| ready.contains(&i));
-            }
-            Err(e) => {
-                pgkit::warn!("poll failed: {e}");
-                (self.front_ready, self.extra_ready) = (true, true);
-            }
-        }
+        let ready = poll::wait(&fds, deadline);
+        self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
+        self.extra_ready = extra_at.map_or(true, |i| ready.contains(&i));
     }
 }
 

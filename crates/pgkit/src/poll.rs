@@ -49,7 +49,7 @@ static TIMER: Mutex<Option<Timer>> = Mutex::new(None);
 /// Wait until one of `fds` is readable (returns which, by index) or
 /// `deadline` passes (returns an empty list). `None` for `deadline` waits
 /// without a timeout.
-pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> io::Result<Vec<usize>> {
+pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> Vec<usize> {
     wait_io(fds, &[], deadline)
 }
 
@@ -61,7 +61,7 @@ pub fn wait_io(
     readable: &[BorrowedFd<'_>],
     writable: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
-) -> io::Result<Vec<usize>> {
+) -> Vec<usize> {
     let mut pfds: Vec<PollFd<'_>> = readable
         .iter()
         .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
@@ -98,17 +98,17 @@ pub fn wait_io(
     // stays as it is.
     if let Err(e) = rustix::event::poll(&mut pfds, timeout.as_ref()) {
         if e == rustix::io::Errno::INTR {
-            return Ok(Vec::new());
+            return Vec::new();
         }
         drop(pfds);
         drop(timer);
-        return Ok(after_failure(&e.into(), ours, deadline));
+        return after_failure(&e.into(), ours, deadline);
     }
     FAILURES.store(0, Ordering::Relaxed);
-    Ok(pfds[..ours]
+    pfds[..ours]
         .iter()
         .enumerate()
         .filter(|(_, p)| !p.revents().is_empty())
         .map(|(i, _)| i)
-        .collect())
+        .collect()
 }
