@@ -397,6 +397,14 @@ fn argv0(pid: i32) -> String {
     first.rsplit('/').next().unwrap_or_default().to_string()
 }
 
+/// Whether the process runs `chaosproc cleanup`.
+fn is_cleanup(pid: i32) -> bool {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut args = raw.split(|&b| b == 0);
+    let first = args.next().unwrap_or_default();
+    first.ends_with(b"chaosproc") && args.next() == Some(&b"cleanup"[..])
+}
+
 fn has_marker(pid: i32, needle: &[u8]) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .map(|env| env.split(|&b| b == 0).any(|kv| kv == needle))
@@ -529,6 +537,9 @@ fn read_plan(path: &str) -> Plan {
 struct Known {
     start: u64,
     argv0: String,
+    /// `chaosproc cleanup ...`: a cleanup, maybe one that replaced reap's
+    /// back (`--exec-cleanup`) and has not logged its start yet.
+    cleanup: bool,
     cpu_ticks: u64,
 }
 
@@ -711,6 +722,7 @@ impl Sup {
                     Known {
                         start: st.start,
                         argv0: argv0(pid),
+                        cleanup: is_cleanup(pid),
                         cpu_ticks: 0,
                     },
                 );
@@ -723,6 +735,7 @@ impl Sup {
                         let now = argv0(pid);
                         if !now.is_empty() {
                             k.argv0 = now;
+                            k.cleanup = is_cleanup(pid);
                         }
                     }
                 }
@@ -1041,6 +1054,7 @@ impl Sup {
                     let machinery = self.live_known().iter().any(|(pid, st)| {
                         st.state != 'Z'
                             && (TOOLS.contains(&self.known[pid].argv0.as_str())
+                                || self.known[pid].cleanup
                                 || (pid1 && self.known[pid].argv0 == "unshare"))
                     });
                     if !machinery && !cleanup_alive {

@@ -1076,7 +1076,21 @@ impl Sim<'_> {
                     let longest = self.sc.nodes.iter().map(|n| n.life.saturating_sub(t));
                     lingers = lingers.max(longest.max().unwrap_or(0));
                 }
-                lingers + o.cleanup.map(|c| c.1).unwrap_or(0) + o.cleanup_timeout.unwrap_or(0)
+                // Without /proc the cleanup's group is pinned through a
+                // whole grace too, once the cleanup has exited.
+                let after = match o.cleanup {
+                    Some(_)
+                        if (self.sc.mode == Mode::NoProc || self.sc.nofile.is_some())
+                            && !o.exec_cleanup =>
+                    {
+                        o.grace
+                    }
+                    _ => 0,
+                };
+                lingers
+                    + o.cleanup.map(|c| c.1).unwrap_or(0)
+                    + o.cleanup_timeout.unwrap_or(0)
+                    + after
             }
         };
         // Without /proc, reap cannot signal leftovers outside COMMAND's
