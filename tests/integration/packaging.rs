@@ -1,12 +1,16 @@
 //! The packages, as a user and a distribution see them. `scripts/package
-//! --lint` runs once per test run (a release build, both packages, lintian)
-//! and every test here shares its result: lintian's verdict, an install of
-//! the `.deb` into this machine and its removal, the `.rpm`'s file list,
-//! metadata and an install into a temporary root, the completions against
-//! each tool's `--help`, and the static `reap` as PID 1 of an empty root and
-//! as the entrypoint of the container examples.
+//! --lint` runs once per test run (two release builds, the four packages,
+//! lintian) and every test here shares its result: lintian's verdict on
+//! both `.deb`s, each linkage (the binaries of `pgwrap-suite` use the
+//! system's glibc and the package depends on it; those of
+//! `pgwrap-suite-static` need nothing), an install of the `.deb`s into this
+//! machine (the static one replacing the other) and their removal, the
+//! `.rpm`s' file lists, metadata and installs into a temporary root, the
+//! completions against each tool's `--help`, the static `reap` as PID 1 of
+//! an empty root, and the packaged `reap` as the entrypoint of the
+//! container examples.
 
-use crate::kit::{bin, temp_dir, TIMEOUT};
+use crate::kit::{bin, static_bin, temp_dir, TIMEOUT};
 use crate::procfs;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
@@ -119,31 +123,74 @@ fn cannot_run(test: &str) -> bool {
 // ---------------------------------------------------------------------------------------------
 // The packages, built once
 
+/// The two linkages, one package each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Variant {
+    /// `pgwrap-suite`: linked against the system's glibc.
+    Dynamic,
+    /// `pgwrap-suite-static`: statically linked, for images.
+    Static,
+}
+
+const VARIANTS: [Variant; 2] = [Variant::Dynamic, Variant::Static];
+
+impl Variant {
+    /// The package's name.
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Dynamic => PKG,
+            Variant::Static => "pgwrap-suite-static",
+        }
+    }
+
+    /// The rpm's Summary (the .deb's synopsis, lower-cased at the start).
+    fn summary(self) -> String {
+        match self {
+            Variant::Dynamic => SUMMARY.to_string(),
+            Variant::Static => format!("{SUMMARY} - statically linked"),
+        }
+    }
+}
+
 pub(crate) struct Packages {
-    deb: Option<PathBuf>,
-    rpm: Option<PathBuf>,
+    /// (variant, .deb, .rpm), as scripts/package printed them.
+    built: Vec<(Variant, Option<PathBuf>, Option<PathBuf>)>,
     status: ExitStatus,
     /// What scripts/package printed on stderr (lintian's report included).
     log: String,
 }
 
 impl Packages {
-    pub(crate) fn deb(&self) -> &Path {
-        self.deb.as_deref().unwrap_or_else(|| {
+    fn find(&self, variant: Variant, rpm: bool) -> &Path {
+        let found = self.built.iter().find(|b| b.0 == variant).and_then(|b| {
+            if rpm {
+                b.2.as_deref()
+            } else {
+                b.1.as_deref()
+            }
+        });
+        found.unwrap_or_else(|| {
             panic!(
-                "scripts/package made no .deb ({}):\n{}",
-                self.status, self.log
+                "scripts/package made no {} of {} ({}):\n{}",
+                if rpm { ".rpm" } else { ".deb" },
+                variant.name(),
+                self.status,
+                self.log
             )
         })
     }
 
-    fn rpm(&self) -> &Path {
-        self.rpm.as_deref().unwrap_or_else(|| {
-            panic!(
-                "scripts/package made no .rpm ({}):\n{}",
-                self.status, self.log
-            )
-        })
+    /// The .deb of pgwrap-suite (the distribution's linkage).
+    pub(crate) fn deb(&self) -> &Path {
+        self.find(Variant::Dynamic, false)
+    }
+
+    pub(crate) fn deb_of(&self, variant: Variant) -> &Path {
+        self.find(variant, false)
+    }
+
+    fn rpm_of(&self, variant: Variant) -> &Path {
+        self.find(variant, true)
     }
 }
 
@@ -160,28 +207,49 @@ pub(crate) fn packages() -> &'static Packages {
     BUILT.get_or_init(|| {
         let out = target_dir().join("package-test");
         let _ = std::fs::remove_dir_all(&out);
-        // Installing rpm and lintian on a fresh machine, then a release
-        // build: minutes, not hours.
+        // Installing rpm and lintian on a fresh machine, then two release
+        // builds: minutes, not hours.
         let run = run_limited(
             Command::new(repo().join("scripts/package"))
                 .arg("--lint")
                 .arg(&out),
             Duration::from_secs(30 * 60),
         );
-        let find = |ext: &str| {
-            std::fs::read_dir(&out).ok()?.find_map(|e| {
-                let path = e.ok()?.path();
-                let name = path.file_name()?.to_str()?;
-                (name.starts_with(PKG) && name.ends_with(ext)).then_some(path)
+        let printed = String::from_utf8_lossy(&run.stdout).into_owned();
+        let find = |name: &str, ext: &str| {
+            printed.lines().map(PathBuf::from).find(|path| {
+                path.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
+                    f.ends_with(ext)
+                        && (f.starts_with(&format!("{name}_"))
+                            || f.starts_with(&format!("{name}-{VERSION}-")))
+                }) && path.is_file()
             })
         };
         Packages {
-            deb: find(".deb"),
-            rpm: find(".rpm"),
+            built: VARIANTS
+                .iter()
+                .map(|&v| (v, find(v.name(), ".deb"), find(v.name(), ".rpm")))
+                .collect(),
             status: run.status,
             log: String::from_utf8_lossy(&run.stderr).into_owned(),
         }
     })
+}
+
+/// The ELF facts of a binary that tell its linkage: its program
+/// interpreter and its DT_NEEDED libraries (none for a static binary).
+fn linkage(binary: &Path) -> (Option<String>, Vec<String>) {
+    let headers = ok("readelf", &[&"--program-headers", &"--dynamic", &binary]);
+    let interp = headers.lines().find_map(|l| {
+        let rest = l.split("Requesting program interpreter: ").nth(1)?;
+        Some(rest.trim_end_matches(']').to_string())
+    });
+    let needed = headers
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| Some(l.split('[').nth(1)?.trim_end_matches(']').to_string()))
+        .collect();
+    (interp, needed)
 }
 
 /// Every file (not directory) the .deb holds, as absolute paths.
@@ -214,11 +282,18 @@ fn examples() -> Vec<String> {
 
 #[test]
 fn deb_holds_the_tools_pages_completions_and_docs_at_the_cargo_version() {
-    let deb = packages().deb();
+    for variant in VARIANTS {
+        deb_holds_its_files(variant);
+    }
+}
+
+fn deb_holds_its_files(variant: Variant) {
+    let name = variant.name();
+    let deb = packages().deb_of(variant);
     let arch = ok("dpkg", &[&"--print-architecture"]);
     assert_eq!(
         deb.file_name().unwrap().to_string_lossy(),
-        format!("{PKG}_{VERSION}-1_{}.deb", arch.trim())
+        format!("{name}_{VERSION}-1_{}.deb", arch.trim())
     );
     let fields = ok(
         "dpkg-deb",
@@ -227,16 +302,17 @@ fn deb_holds_the_tools_pages_completions_and_docs_at_the_cargo_version() {
     assert_eq!(
         fields,
         format!(
-            "Package: {PKG}\nVersion: {VERSION}-1\nHomepage: {}\n",
+            "Package: {name}\nVersion: {VERSION}-1\nHomepage: {}\n",
             homepage()
         )
     );
     // The synopsis is the rpm's Summary, lower-cased as Debian writes it.
     let description = ok("dpkg-deb", &[&"--field", &deb, &"Description"]);
-    let synopsis = format!("{}{}", SUMMARY[..1].to_lowercase(), &SUMMARY[1..]);
+    let summary = variant.summary();
+    let synopsis = format!("{}{}", summary[..1].to_lowercase(), &summary[1..]);
     assert_eq!(description.lines().next(), Some(synopsis.as_str()));
 
-    let doc = format!("/usr/share/doc/{PKG}");
+    let doc = format!("/usr/share/doc/{name}");
     let mut want = BTreeSet::new();
     for tool in TOOLS {
         want.insert(format!("/usr/bin/{tool}"));
@@ -253,11 +329,11 @@ fn deb_holds_the_tools_pages_completions_and_docs_at_the_cargo_version() {
         "{doc}/README.md{}",
         if readme > 4096 { ".gz" } else { "" }
     ));
-    for name in examples() {
-        want.insert(format!("{doc}/examples/{name}"));
+    for example in examples() {
+        want.insert(format!("{doc}/examples/{example}"));
     }
-    want.insert(format!("/usr/share/lintian/overrides/{PKG}"));
-    assert_eq!(deb_files(deb), want);
+    want.insert(format!("/usr/share/lintian/overrides/{name}"));
+    assert_eq!(deb_files(deb), want, "{name}");
 
     // The copyright file is the LICENSE, in the machine-readable format.
     let tree = temp_dir("deb-tree");
@@ -276,9 +352,87 @@ fn deb_holds_the_tools_pages_completions_and_docs_at_the_cargo_version() {
 }
 
 #[test]
+fn the_deb_links_against_glibc_and_depends_on_it_and_the_static_deb_needs_nothing() {
+    let fields = |deb: &Path| {
+        let control = ok("dpkg-deb", &[&"--field", &deb]);
+        let get = |key: &str| {
+            control
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+                .map(String::from)
+        };
+        (
+            get("Depends"),
+            get("Built-Using"),
+            get("Conflicts"),
+            get("Replaces"),
+            get("Provides"),
+        )
+    };
+    // pgwrap-suite: each binary asks for the system's loader and libc, and
+    // the package depends on the libc6 that provides them, versioned.
+    let deb = packages().deb_of(Variant::Dynamic);
+    let tree = temp_dir("deb-linkage");
+    ok("dpkg-deb", &[&"--extract", &deb, &tree.path()]);
+    for tool in TOOLS {
+        let (interp, needed) = linkage(&tree.join("usr/bin").join(tool));
+        assert!(
+            interp.is_some(),
+            "{tool} of {PKG} has no program interpreter"
+        );
+        assert!(
+            needed.iter().any(|n| n == "libc.so.6"),
+            "{tool} of {PKG} does not link libc.so.6: {needed:?}"
+        );
+    }
+    let (depends, built_using, conflicts, ..) = fields(deb);
+    let depends = depends.unwrap_or_default();
+    assert!(
+        depends.split(", ").any(|d| d.starts_with("libc6 (>= ")),
+        "Depends of {PKG}: {depends:?}"
+    );
+    assert_eq!((built_using, conflicts), (None, None));
+
+    // pgwrap-suite-static: no interpreter, no library; it names the glibc
+    // it contains (Built-Using) and takes pgwrap-suite's place.
+    let deb = packages().deb_of(Variant::Static);
+    let tree = temp_dir("deb-static-linkage");
+    ok("dpkg-deb", &[&"--extract", &deb, &tree.path()]);
+    for tool in TOOLS {
+        let (interp, needed) = linkage(&tree.join("usr/bin").join(tool));
+        assert_eq!(
+            (interp, needed),
+            (None, vec![]),
+            "{tool} of the static package"
+        );
+    }
+    let (depends, built_using, conflicts, replaces, provides) = fields(deb);
+    assert_eq!(depends, None);
+    assert!(
+        built_using
+            .as_deref()
+            .is_some_and(|b| b.starts_with("glibc (= ")),
+        "Built-Using: {built_using:?}"
+    );
+    assert_eq!(conflicts.as_deref(), Some(PKG));
+    assert_eq!(replaces.as_deref(), Some(PKG));
+    assert_eq!(provides, Some(format!("{PKG} (= {VERSION}-1)")));
+}
+
+#[test]
 fn lintian_finds_no_error_and_no_unexplained_warning() {
     let built = packages();
-    built.deb();
+    for variant in VARIANTS {
+        let deb = built.deb_of(variant);
+        assert!(
+            built
+                .log
+                .contains(&format!("package: lintian {}", deb.display())),
+            "scripts/package did not run lintian on {}:\n{}",
+            deb.display(),
+            built.log
+        );
+    }
     assert!(
         built.status.success(),
         "scripts/package --lint failed ({}):\n{}",
@@ -310,29 +464,39 @@ fn lintian_finds_no_error_and_no_unexplained_warning() {
 // ---------------------------------------------------------------------------------------------
 // The .deb on this machine
 
-/// Whether dpkg has `PKG` installed (in any version).
-fn deb_installed() -> bool {
+/// Whether dpkg has `name` installed (in any version).
+fn deb_installed(name: &str) -> bool {
     let out = run_limited(
-        Command::new("dpkg-query").args(["--show", "--showformat=${Status}", PKG]),
+        Command::new("dpkg-query").args(["--show", "--showformat=${Status}", name]),
         TIMEOUT,
     );
     String::from_utf8_lossy(&out.stdout).contains(" installed")
 }
 
-/// Removes the package on drop, unless the test already did: the machine
-/// is left as it was, pass or fail.
-struct Installed {
-    removed: bool,
-}
+/// Removes both packages on drop: the machine is left as it was, pass or
+/// fail.
+struct Installed;
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        if !self.removed {
-            let _ = run_limited(
-                Command::new("dpkg").args(["--remove", PKG]),
-                Duration::from_secs(120),
-            );
+        for variant in VARIANTS {
+            if deb_installed(variant.name()) {
+                let _ = run_limited(
+                    Command::new("dpkg").args(["--remove", variant.name()]),
+                    Duration::from_secs(120),
+                );
+            }
         }
+    }
+}
+
+/// The installed tools answer --version and have their man pages.
+fn installed_tools_run() {
+    for tool in TOOLS {
+        let version = ok(format!("/usr/bin/{tool}"), &[&"--version"]);
+        assert_eq!(version, format!("{tool} {VERSION}\n"));
+        let page = ok("man", &[&"-w", &tool]);
+        assert_eq!(page.trim(), format!("/usr/share/man/man1/{tool}.1.gz"));
     }
 }
 
@@ -341,14 +505,18 @@ fn deb_installs_runs_its_tools_and_removes_cleanly() {
     if cannot_run("deb_installs_runs_its_tools_and_removes_cleanly") {
         return;
     }
-    let deb = packages().deb();
+    let deb = packages().deb_of(Variant::Dynamic);
+    let static_deb = packages().deb_of(Variant::Static);
     // This test installs into the machine's /usr and removes again: it must
     // not remove a copy the machine already had.
-    assert!(
-        !deb_installed(),
-        "{PKG} is installed on this machine; this test installs and removes it, which would \
-         remove yours: `dpkg --remove {PKG}` first"
-    );
+    for variant in VARIANTS {
+        let name = variant.name();
+        assert!(
+            !deb_installed(name),
+            "{name} is installed on this machine; this test installs and removes it, which \
+             would remove yours: `dpkg --remove {name}` first"
+        );
+    }
     for tool in TOOLS {
         let path = Path::new("/usr/bin").join(tool);
         assert!(
@@ -358,16 +526,12 @@ fn deb_installs_runs_its_tools_and_removes_cleanly() {
             path.display()
         );
     }
-    let files = deb_files(deb);
+    let mut files = deb_files(deb);
+    files.extend(deb_files(static_deb));
 
-    let mut installed = Installed { removed: false };
+    let installed = Installed;
     ok("dpkg", &[&"--install", &deb]);
-    for tool in TOOLS {
-        let version = ok(format!("/usr/bin/{tool}"), &[&"--version"]);
-        assert_eq!(version, format!("{tool} {VERSION}\n"));
-        let page = ok("man", &[&"-w", &tool]);
-        assert_eq!(page.trim(), format!("/usr/share/man/man1/{tool}.1.gz"));
-    }
+    installed_tools_run();
     // The example units are valid units once the tools are in /usr/bin.
     let installed_examples = format!("/usr/share/doc/{PKG}/examples");
     let mut verify = Command::new("systemd-analyze");
@@ -383,9 +547,33 @@ fn deb_installs_runs_its_tools_and_removes_cleanly() {
         out.status
     );
 
-    ok("dpkg", &[&"--remove", &PKG]);
-    installed.removed = true;
-    assert!(!deb_installed(), "dpkg still lists {PKG} after --remove");
+    // The static package takes the other's place (Conflicts + Replaces):
+    // dpkg removes pgwrap-suite, and the same paths now hold static tools.
+    let static_name = Variant::Static.name();
+    ok("dpkg", &[&"--install", &static_deb]);
+    assert!(
+        deb_installed(static_name),
+        "dpkg does not list {static_name}"
+    );
+    assert!(
+        !deb_installed(PKG),
+        "{PKG} is still installed beside {static_name}"
+    );
+    installed_tools_run();
+    for tool in TOOLS {
+        let (interp, needed) = linkage(&Path::new("/usr/bin").join(tool));
+        assert_eq!((interp, needed), (None, vec![]), "/usr/bin/{tool}");
+    }
+
+    ok("dpkg", &[&"--remove", &static_name]);
+    drop(installed);
+    for variant in VARIANTS {
+        assert!(
+            !deb_installed(variant.name()),
+            "dpkg still lists {} after --remove",
+            variant.name()
+        );
+    }
     for file in files {
         assert!(
             !Path::new(&file).exists(),
@@ -399,61 +587,84 @@ fn deb_installs_runs_its_tools_and_removes_cleanly() {
 
 #[test]
 fn rpm_lists_exactly_the_expected_files() {
-    let rpm = packages().rpm();
     let arch = ok("uname", &[&"-m"]);
-    assert_eq!(
-        rpm.file_name().unwrap().to_string_lossy(),
-        format!("{PKG}-{VERSION}-1.{}.rpm", arch.trim())
-    );
-    let doc = format!("/usr/share/doc/{PKG}");
-    let mut want = BTreeSet::new();
-    for tool in TOOLS {
-        want.insert(format!("/usr/bin/{tool}"));
-        want.insert(format!("/usr/share/man/man1/{tool}.1.gz"));
-        want.insert(format!("/usr/share/bash-completion/completions/{tool}"));
-        want.insert(format!("/usr/share/zsh/site-functions/_{tool}"));
-        want.insert(format!("/usr/share/fish/vendor_completions.d/{tool}.fish"));
+    for variant in VARIANTS {
+        let name = variant.name();
+        let rpm = packages().rpm_of(variant);
+        assert_eq!(
+            rpm.file_name().unwrap().to_string_lossy(),
+            format!("{name}-{VERSION}-1.{}.rpm", arch.trim())
+        );
+        let doc = format!("/usr/share/doc/{name}");
+        let mut want = BTreeSet::new();
+        for tool in TOOLS {
+            want.insert(format!("/usr/bin/{tool}"));
+            want.insert(format!("/usr/share/man/man1/{tool}.1.gz"));
+            want.insert(format!("/usr/share/bash-completion/completions/{tool}"));
+            want.insert(format!("/usr/share/zsh/site-functions/_{tool}"));
+            want.insert(format!("/usr/share/fish/vendor_completions.d/{tool}.fish"));
+        }
+        want.insert(doc.clone());
+        want.insert(format!("{doc}/README.md"));
+        want.insert(format!("{doc}/examples"));
+        for example in examples() {
+            want.insert(format!("{doc}/examples/{example}"));
+        }
+        want.insert(format!("/usr/share/licenses/{name}"));
+        want.insert(format!("/usr/share/licenses/{name}/LICENSE"));
+        let listed: BTreeSet<String> = ok("rpm", &[&"-qpl", &rpm])
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(listed, want, "{name}");
     }
-    want.insert(doc.clone());
-    want.insert(format!("{doc}/README.md"));
-    want.insert(format!("{doc}/examples"));
-    for name in examples() {
-        want.insert(format!("{doc}/examples/{name}"));
-    }
-    want.insert(format!("/usr/share/licenses/{PKG}"));
-    want.insert(format!("/usr/share/licenses/{PKG}/LICENSE"));
-    let listed: BTreeSet<String> = ok("rpm", &[&"-qpl", &rpm])
-        .lines()
-        .map(String::from)
-        .collect();
-    assert_eq!(listed, want);
 }
 
 #[test]
-fn rpm_metadata_names_the_version_license_and_summary() {
-    let rpm = packages().rpm();
-    let info = ok("rpm", &[&"-qpi", &rpm]);
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| {
-                let (key, value) = l.split_once(':')?;
-                (key.trim() == name).then(|| value.trim().to_string())
-            })
-            .unwrap_or_else(|| panic!("rpm -qpi shows no {name}:\n{info}"))
-    };
-    assert_eq!(field("Name"), PKG);
-    assert_eq!(field("Version"), VERSION);
-    assert_eq!(field("Release"), "1");
-    assert_eq!(field("License"), env!("CARGO_PKG_LICENSE"));
-    assert_eq!(field("Summary"), SUMMARY);
-    assert_eq!(field("URL"), homepage());
-    // Static binaries: nothing but rpm's own features is required.
-    let requires = ok("rpm", &[&"-qpR", &rpm]);
-    for req in requires.lines() {
-        assert!(
-            req.starts_with("rpmlib(") || req.starts_with("rtld("),
-            "the rpm requires {req}"
-        );
+fn rpm_metadata_names_the_version_license_summary_and_linkage() {
+    for variant in VARIANTS {
+        let rpm = packages().rpm_of(variant);
+        let info = ok("rpm", &[&"-qpi", &rpm]);
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| {
+                    let (key, value) = l.split_once(':')?;
+                    (key.trim() == name).then(|| value.trim().to_string())
+                })
+                .unwrap_or_else(|| panic!("rpm -qpi shows no {name}:\n{info}"))
+        };
+        assert_eq!(field("Name"), variant.name());
+        assert_eq!(field("Version"), VERSION);
+        assert_eq!(field("Release"), "1");
+        assert_eq!(field("License"), env!("CARGO_PKG_LICENSE"));
+        assert_eq!(field("Summary"), variant.summary());
+        assert_eq!(field("URL"), homepage());
+        let requires = ok("rpm", &[&"-qpR", &rpm]);
+        let libs: Vec<&str> = requires
+            .lines()
+            .filter(|r| !r.starts_with("rpmlib(") && !r.starts_with("rtld("))
+            .collect();
+        match variant {
+            // rpm's generator found the glibc the binaries were linked to.
+            Variant::Dynamic => assert!(
+                libs.iter().any(|r| r.starts_with("libc.so.6(GLIBC_")),
+                "{PKG} requires {libs:?}"
+            ),
+            // Static binaries: nothing but rpm's own features is required,
+            // and the package stands in for pgwrap-suite.
+            Variant::Static => {
+                assert_eq!(libs, Vec::<&str>::new(), "the static rpm requires");
+                let provides = ok("rpm", &[&"-qp", &"--provides", &rpm]);
+                assert!(
+                    provides
+                        .lines()
+                        .any(|p| p == format!("{PKG} = {VERSION}-1")),
+                    "{provides}"
+                );
+                let conflicts = ok("rpm", &[&"-qp", &"--conflicts", &rpm]);
+                assert_eq!(conflicts.trim(), PKG);
+            }
+        }
     }
 }
 
@@ -462,9 +673,18 @@ fn rpm_installs_into_a_temporary_root_and_its_binaries_run() {
     if cannot_run("rpm_installs_into_a_temporary_root_and_its_binaries_run") {
         return;
     }
-    let rpm = packages().rpm();
+    for variant in VARIANTS {
+        rpm_installs(variant);
+    }
+}
+
+fn rpm_installs(variant: Variant) {
+    let name = variant.name();
+    let rpm = packages().rpm_of(variant);
     let root = temp_dir("rpm-root");
-    // --dbpath is inside --root: the machine's own rpm database is untouched.
+    // --dbpath is inside --root: the machine's own rpm database is
+    // untouched. --nodeps: the root has no glibc package; the dynamic
+    // binaries use the machine's libc as they run from there.
     ok(
         "rpm",
         &[
@@ -485,11 +705,11 @@ fn rpm_installs_into_a_temporary_root_and_its_binaries_run() {
             &root.path(),
             &"--dbpath",
             &"/var/lib/rpm",
-            &PKG,
+            &name,
         ],
     );
     assert!(
-        listed.starts_with(&format!("{PKG}-{VERSION}-1.")),
+        listed.starts_with(&format!("{name}-{VERSION}-1.")),
         "{listed}"
     );
     let usr_bin = root.join("usr/bin");
@@ -510,10 +730,10 @@ fn rpm_installs_into_a_temporary_root_and_its_binaries_run() {
     assert_eq!(
         out.status.code(),
         Some(3),
-        "{}",
+        "{name}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let license = std::fs::read(root.join(format!("usr/share/licenses/{PKG}/LICENSE"))).unwrap();
+    let license = std::fs::read(root.join(format!("usr/share/licenses/{name}/LICENSE"))).unwrap();
     assert_eq!(license, std::fs::read(repo().join("LICENSE")).unwrap());
 }
 
@@ -816,10 +1036,13 @@ impl Drop for Jail {
     }
 }
 
-/// The .deb's files unpacked into a fresh directory.
-fn unpacked_deb(tag: &str) -> crate::kit::TempDir {
+/// A .deb's files unpacked into a fresh directory.
+fn unpacked_deb(variant: Variant, tag: &str) -> crate::kit::TempDir {
     let tree = temp_dir(tag);
-    ok("dpkg-deb", &[&"--extract", &packages().deb(), &tree.path()]);
+    ok(
+        "dpkg-deb",
+        &[&"--extract", &packages().deb_of(variant), &tree.path()],
+    );
     tree
 }
 
@@ -833,13 +1056,13 @@ fn static_reap_is_pid1_of_an_empty_root() {
     if cannot_run("static_reap_is_pid1_of_an_empty_root") {
         return;
     }
-    // The root holds the packaged reap and pgwrap and the (static) sigprobe,
-    // nothing else: no /proc, no libraries, no shell.
-    let tree = unpacked_deb("pid1-deb");
+    // The root holds reap and pgwrap of pgwrap-suite-static and a static
+    // sigprobe, nothing else: no /proc, no libraries, no shell.
+    let tree = unpacked_deb(Variant::Static, "pid1-deb");
     let root = temp_dir("pid1-root");
     copy_executable(&tree.join("usr/bin/reap"), &root.join("reap"));
     copy_executable(&tree.join("usr/bin/pgwrap"), &root.join("pgwrap"));
-    copy_executable(&bin("sigprobe"), &root.join("sigprobe"));
+    copy_executable(&static_bin("sigprobe"), &root.join("sigprobe"));
     let argv = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<_>>();
 
     // It starts, runs COMMAND (pid 2, its child) and exits with its status.
@@ -955,25 +1178,32 @@ fn option_secs(argv: &[String], option: &str) -> u64 {
         .unwrap_or_else(|| panic!("{option} {}: not N s", argv[pos + 1]))
 }
 
-/// A root like a small image with the package installed: the .deb's files,
-/// /bin/sh with the libraries it needs, /proc to mount, and the examples'
-/// /app/run-job (sigprobe) and /app/deregister (a script printing what reap
-/// tells the cleanup).
+/// A root like a small image with pgwrap-suite installed: the .deb's files,
+/// /bin/sh, the libraries these need (the C library among them), /proc to
+/// mount, and the examples' /app/run-job (sigprobe) and /app/deregister (a
+/// script printing what reap tells the cleanup).
 fn image_root() -> crate::kit::TempDir {
-    let root = unpacked_deb("image-root");
+    let root = unpacked_deb(Variant::Dynamic, "image-root");
     let sh = std::fs::canonicalize("/bin/sh").unwrap();
     copy_executable(&sh, &root.join("bin/sh"));
-    for line in ok("ldd", &[&sh]).lines() {
-        let path = line
-            .split_whitespace()
-            .find(|w| w.starts_with('/'))
-            .map(PathBuf::from);
-        if let Some(path) = path {
-            copy_executable(&path, &root.join(path.strip_prefix("/").unwrap()));
+    copy_executable(&bin("sigprobe"), &root.join("app/run-job"));
+    let mut programs = vec![sh, root.join("app/run-job")];
+    programs.extend(TOOLS.iter().map(|t| root.join("usr/bin").join(t)));
+    for program in programs {
+        for line in ok("ldd", &[&program]).lines() {
+            let path = line
+                .split_whitespace()
+                .find(|w| w.starts_with('/'))
+                .map(PathBuf::from);
+            if let Some(path) = path {
+                let to = root.join(path.strip_prefix("/").unwrap());
+                if !to.exists() {
+                    copy_executable(&path, &to);
+                }
+            }
         }
     }
     std::fs::create_dir_all(root.join("proc")).unwrap();
-    copy_executable(&bin("sigprobe"), &root.join("app/run-job"));
     let deregister = root.join("app/deregister");
     std::fs::write(
         &deregister,

@@ -8,16 +8,20 @@
 //! The Dockerfile's base, debian:bookworm-slim, comes from a registry; when
 //! the daemon does not have it, a stand-in of that name is built FROM
 //! scratch: a static busybox, whose sh, rm and dpkg are what the
-//! Dockerfile's RUN line uses.
+//! Dockerfile's RUN line uses, and this machine's C library (the loader,
+//! libc.so.6, libgcc_s), listed as installed in dpkg's status as the base
+//! image lists libc6 and libgcc-s1, which pgwrap-suite depends on.
 
 use super::{docker, docker_ok, enter, Container};
-use crate::kit::{bin, TIMEOUT};
+use crate::kit::{static_bin, TIMEOUT};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 const BASE: &str = "debian:bookworm-slim";
 const EXAMPLES: &str = "usr/share/doc/pgwrap-suite/examples";
 const TAG: &str = "pgwrap-test/example";
+/// The label that marks the stand-in for [`BASE`].
+const STAND_IN: &str = "pgwrap-test.stand-in";
 
 /// The examples unpacked from the .deb (kept for the run).
 fn unpacked() -> &'static PathBuf {
@@ -47,7 +51,12 @@ fn packaged(name: &str) -> String {
 fn example_image() -> &'static str {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        if !docker(&["image", "inspect", BASE]).status.success() {
+        // The real base is used where the daemon has it; a stand-in (a
+        // daemon's data root is kept between runs) is built again, so it
+        // follows this run's packages (layers are cached).
+        let label = format!("{{{{index .Config.Labels \"{STAND_IN}\"}}}}");
+        let inspect = docker(&["image", "inspect", "--format", &label, BASE]);
+        if !inspect.status.success() || String::from_utf8_lossy(&inspect.stdout).trim() == "1" {
             stand_in_base();
         }
         let ctx = super::target_dir().join("docker/images/example");
@@ -55,7 +64,7 @@ fn example_image() -> &'static str {
         std::fs::create_dir_all(&ctx).unwrap();
         let deb = crate::packaging::packages().deb();
         super::copy(deb, &ctx.join(deb.file_name().unwrap()));
-        super::copy(&bin("sigprobe"), &ctx.join("run-job"));
+        super::copy(&static_bin("sigprobe"), &ctx.join("run-job"));
         write_executable(
             &ctx.join("deregister"),
             "#!/bin/sh\necho \"deregister: cause=$REAP_CAUSE status=$REAP_STATUS\"\n",
@@ -81,13 +90,48 @@ fn stand_in_base() {
     let _ = std::fs::remove_dir_all(&ctx);
     std::fs::create_dir_all(&ctx).unwrap();
     super::copy(Path::new("/bin/busybox"), &ctx.join("busybox"));
+    // The shared libraries the packaged tools load, at the paths ldd shows.
+    let reap = unpacked().join("usr/bin/reap");
+    let ldd = super::run_bounded(std::process::Command::new("ldd").arg(&reap), TIMEOUT);
+    assert!(ldd.status.success(), "ldd {}: {ldd:?}", reap.display());
+    let libs = ctx.join("libs");
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        let Some(path) = line.split_whitespace().find(|w| w.starts_with('/')) else {
+            continue;
+        };
+        let to = libs.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        super::copy(&std::fs::canonicalize(path).unwrap(), &to);
+    }
+    // dpkg's status, as the base lists the packages that hold them.
+    let mut status = String::new();
+    for pkg in ["libc6", "libgcc-s1"] {
+        let fields = super::run_bounded(
+            std::process::Command::new("dpkg-query").args([
+                "-W",
+                "-f=Architecture: ${Architecture}\nVersion: ${Version}\n",
+                pkg,
+            ]),
+            TIMEOUT,
+        );
+        assert!(fields.status.success(), "dpkg-query {pkg}: {fields:?}");
+        status.push_str(&format!(
+            "Package: {pkg}\nStatus: install ok installed\n{}\n",
+            String::from_utf8_lossy(&fields.stdout)
+        ));
+    }
+    std::fs::write(ctx.join("status"), status).unwrap();
     std::fs::write(
         ctx.join("Dockerfile"),
-        "FROM scratch\n\
+        format!(
+            "FROM scratch\n\
+         LABEL {STAND_IN}=1\n\
          COPY busybox /bin/busybox\n\
          RUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n\
-         RUN mkdir -p /tmp /var/lib/dpkg/info /var/lib/dpkg/updates && \
-         touch /var/lib/dpkg/status\n",
+         COPY libs/ /\n\
+         RUN mkdir -p /tmp /var/lib/dpkg/info /var/lib/dpkg/updates\n\
+         COPY status /var/lib/dpkg/status\n"
+        ),
     )
     .unwrap();
     let ctx = ctx.display().to_string();

@@ -4,13 +4,13 @@
 //! shows its version. The twins run the same containers without `--init`.
 
 use super::{docker_ok, enter, image, Container, Image};
-use crate::kit::{bin, TIMEOUT};
+use crate::kit::{static_bin, TIMEOUT};
 use crate::procfs;
 
 /// Why the daemon's init is not this reap, if it is not.
 fn init_is_reap() -> Option<String> {
     let init = docker_ok(&["info", "--format", "{{.InitBinary}}"]);
-    let same = std::fs::canonicalize(&init).ok() == std::fs::canonicalize(bin("reap")).ok();
+    let same = std::fs::canonicalize(&init).ok() == std::fs::canonicalize(static_bin("reap")).ok();
     (!same).then(|| {
         format!(
             "the daemon's init is {init:?}, not this reap as docker-init (start the daemon \
@@ -55,7 +55,7 @@ fn docker_info_shows_reaps_version_as_the_init_version() {
     // Twin: the same binary under its own name, as `--init-path
     // /usr/bin/reap` would run it.
     let out = super::run_bounded(
-        std::process::Command::new(bin("reap")).arg("--version"),
+        std::process::Command::new(static_bin("reap")).arg("--version"),
         TIMEOUT,
     );
     let own = String::from_utf8_lossy(&out.stdout).trim().to_string();

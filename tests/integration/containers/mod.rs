@@ -22,7 +22,7 @@ mod examples;
 /// reap as the daemon's init (`--init-path`, `docker run --init`).
 mod init;
 
-use crate::kit::bin;
+use crate::kit::{bin, static_bin};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -331,7 +331,7 @@ pub fn image(image: Image) -> &'static str {
             );
             copy(Path::new(BUSYBOX), &ctx.join("busybox"));
             for tool in ["reap", "graceful", "sigprobe"] {
-                copy(&bin(tool), &ctx.join(tool));
+                copy(&static_bin(tool), &ctx.join(tool));
             }
             "FROM scratch\n\
              COPY busybox /bin/busybox\n\
@@ -340,7 +340,7 @@ pub fn image(image: Image) -> &'static str {
         }
         Image::NoShell => {
             for tool in ["reap", "sigprobe"] {
-                copy(&bin(tool), &ctx.join(tool));
+                copy(&static_bin(tool), &ctx.join(tool));
             }
             "FROM scratch\nCOPY reap sigprobe /\n"
         }

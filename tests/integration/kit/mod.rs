@@ -49,6 +49,36 @@ pub fn bin(name: &str) -> PathBuf {
     deps.join("..").join(name)
 }
 
+/// Path of a binary of the static build (`scripts/build-static --debug`,
+/// made once per run): what runs in an empty root or a FROM scratch image,
+/// where the default build, linked against the system's glibc, finds no
+/// loader.
+pub fn static_bin(name: &str) -> PathBuf {
+    static DIR: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-static");
+        let out = Command::new(&script)
+            .arg("--debug")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{}: {e}", script.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} --debug: {}\n{}",
+                script.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Ok(PathBuf::from(dir))
+    });
+    match dir {
+        Ok(dir) => dir.join(name),
+        Err(e) => panic!("the static build failed: {e}"),
+    }
+}
+
 /// Lock a mutex, ignoring poisoning (a panicking test must still be able to clean up).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())

@@ -11,7 +11,7 @@
 /// reap as PID 1 of a PID namespace.
 mod reap;
 
-use crate::kit::{bin, temp_dir, TIMEOUT};
+use crate::kit::{bin, static_bin, temp_dir, TIMEOUT};
 use crate::procfs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -228,7 +228,7 @@ fn static_reap_alone_in_an_empty_root_forwards_and_sweeps_an_escapee() {
     // shell, no /proc. A dynamic reap could not even start here.
     let root = temp_dir("empty-root");
     for name in ["reap", "sigprobe"] {
-        std::fs::copy(bin(name), root.join(name)).unwrap();
+        std::fs::copy(static_bin(name), root.join(name)).unwrap();
     }
     let mut ns = Namespace::start(
         &["--mount", &format!("--root={}", root.display())],
