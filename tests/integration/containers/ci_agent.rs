@@ -227,13 +227,18 @@ fn agent_sigkill_during_a_slow_cleanup_still_removes_the_container() {
     let script = format!(
         "trap 'echo cancelled' TERM; \
          docker run -d --name {n} --network none --label {LABEL} {img} sleep 1000; \
-         sleep 1000 & wait $!; touch started; sleep 2; docker rm -f {n}",
+         sleep 1000 & touch waiting; wait $!; touch started; sleep 2; docker rm -f {n}",
         n = twin.name
     );
     let mut agent = Agent::start(&script, &dir, &[]);
     procfs::wait_until("the twin's container runs", TIMEOUT, || {
         super::exists_inspect(&twin.name, "{{.State.Running}}").as_deref() == Some("true")
     });
+    // The cancel must find the step's `sleep` started (it dies of the
+    // group's TERM, so `wait` returns): a TERM before it would run the trap
+    // early and leave the script waiting on a sleep nobody signals.
+    let waiting = dir.join("waiting");
+    procfs::wait_until("the twin's step sleeps", TIMEOUT, || waiting.exists());
     let started = dir.join("started");
     agent.cancel(|_| {
         procfs::wait_until("the twin's teardown started", TIMEOUT, || started.exists());
