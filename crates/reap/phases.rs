@@ -27,7 +27,7 @@ use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
 use pgkit::{descend, events, poll, reap, verbose, Child, Signal, Status, Target};
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
@@ -221,7 +221,7 @@ impl<'a> Back<'a> {
             .is_some_and(|c| c.poll_exit().is_none());
         // Counted before the KILL: a process the group's KILL ends may be
         // gone before the sweep's walk sees it.
-        let mut killed: HashSet<(i32, u64)> = descend::descendants()
+        let mut killed: BTreeSet<(i32, u64)> = descend::descendants()
             .unwrap_or_default()
             .into_iter()
             .filter(|p| !p.is_zombie())

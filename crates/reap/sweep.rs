@@ -18,7 +18,9 @@
 
 use pgkit::descend::{self, Proc, Sent};
 use pgkit::{reap, verbose, Child, Signal, Target};
-use std::collections::{HashMap, HashSet};
+// B-trees, not hash maps: no random seed (a getrandom call) at start, and
+// the same order on every run.
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How the tree is found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,9 +42,9 @@ struct Mark {
 
 pub struct Sweeper {
     pub finder: Finder,
-    marks: HashMap<i32, Mark>,
+    marks: BTreeMap<i32, Mark>,
     /// Every process (pid, start time) a round sent KILL to.
-    killed: HashSet<(i32, u64)>,
+    killed: BTreeSet<(i32, u64)>,
     warned: bool,
     /// Why `/proc` could not be used, as found when that was decided (a
     /// lack of descriptors may have passed by the time it is reported).
@@ -61,8 +63,8 @@ impl Sweeper {
         };
         Sweeper {
             finder,
-            marks: HashMap::new(),
-            killed: HashSet::new(),
+            marks: BTreeMap::new(),
+            killed: BTreeSet::new(),
             warned: false,
             why,
         }
@@ -143,7 +145,7 @@ impl Sweeper {
             return 0;
         };
         let me = std::process::id() as i32;
-        let pids: HashSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
+        let pids: BTreeSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
         let mut sent = 0;
         for p in tree.iter().filter(|p| !p.is_zombie()) {
             if self.marks.get(&p.pid).is_some_and(|m| m.start == p.start) {
@@ -166,7 +168,7 @@ impl Sweeper {
     }
 
     /// Whether the walked process got `sig`.
-    fn send(&self, p: &Proc, sig: Signal, tree: &HashSet<i32>) -> bool {
+    fn send(&self, p: &Proc, sig: Signal, tree: &BTreeSet<i32>) -> bool {
         match descend::signal(p, sig, tree) {
             Ok(Sent::Delivered) => {
                 verbose!(
@@ -200,7 +202,7 @@ impl Sweeper {
             return;
         };
         let me = std::process::id() as i32;
-        let pids: HashSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
+        let pids: BTreeSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
         for p in tree.iter().filter(|p| !p.is_zombie() && p.pgid != group) {
             self.send(p, sig, &pids);
         }
@@ -218,7 +220,7 @@ impl Sweeper {
     }
 
     /// The processes (pid, start time) the rounds so far sent KILL to.
-    pub fn killed(&self) -> &HashSet<(i32, u64)> {
+    pub fn killed(&self) -> &BTreeSet<(i32, u64)> {
         &self.killed
     }
 

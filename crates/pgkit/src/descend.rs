@@ -33,7 +33,7 @@ use crate::pidfd;
 use crate::procfs::{self, own_pid};
 use crate::signal::{self, Signal};
 use rustix::process::{WaitId, WaitIdOptions};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::AsFd;
 
@@ -77,7 +77,7 @@ fn walk() -> Option<Vec<Proc>> {
 
 /// Every process of the system read once, the tree built from the parents.
 fn scan() -> Option<Vec<Proc>> {
-    let mut by_parent: HashMap<i32, Vec<Proc>> = HashMap::new();
+    let mut by_parent: BTreeMap<i32, Vec<Proc>> = BTreeMap::new();
     for p in procfs::all()? {
         by_parent.entry(p.ppid).or_default().push(p);
     }
@@ -127,7 +127,7 @@ pub enum Sent {
 /// Send `sig` to `p`, a descendant found by [`descendants`], without any
 /// chance of reaching another process that reused its pid. `tree` holds
 /// this process's pid and every pid of the walk `p` came from.
-pub fn signal(p: &Proc, sig: Signal, tree: &HashSet<i32>) -> io::Result<Sent> {
+pub fn signal(p: &Proc, sig: Signal, tree: &BTreeSet<i32>) -> io::Result<Sent> {
     let esrch = |e: &io::Error| e.raw_os_error() == Some(libc::ESRCH);
     let gone_or = |r: io::Result<()>| match r {
         Ok(()) => Ok(Sent::Delivered),

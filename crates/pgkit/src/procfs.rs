@@ -8,7 +8,7 @@
 //! the sweep cannot kill, so every field is found by position in bytes.
 
 use std::io;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// A process name as `/proc/PID/stat` shows it: up to 15 bytes, any bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -142,27 +142,36 @@ pub fn status_field<'a>(status: &'a [u8], key: &str) -> Option<&'a [u8]> {
 /// `std::fs::read_to_string` would add a `statx`, a read per doubling of its
 /// buffer and a last read for the end of file: eight system calls for a
 /// `stat` line instead of three. A `/proc` file is generated whole on the
-/// first read (`stat`), or record by record for as long as the buffer has
-/// room (`children`), so a read that leaves room got all there was; one that
-/// fills the buffer is followed by reads until the end of file.
+/// first read (`stat`, `status`), or record by record for as long as the
+/// buffer has room (`children`), so a read that leaves room got all there
+/// was; one that fills the buffer is followed by reads until the end of file
+/// (not `read_to_end`, which asks `statx` for a size `/proc` does not know).
 pub fn read(path: &str) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; 1024];
-    let n = loop {
-        match file.read(&mut buf) {
-            Ok(n) => break n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+    use rustix::fs::{Mode, OFlags};
+    let file = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    // `status` is about 1.4 KiB; `children` fills 4 KiB at ~600 pids. The
+    // read goes to the spare capacity: nothing is zeroed first.
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        let room = buf.capacity() - buf.len();
+        match rustix::io::read(&file, rustix::buffer::spare_capacity(&mut buf)) {
+            Ok(0) => break,
+            Ok(n) if n < room => break,
+            Ok(_) => buf.reserve(buf.capacity()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-    };
-    if n < buf.len() {
-        buf.truncate(n);
-    } else {
-        // Rare: a `children` list of more than ~150 pids.
-        file.read_to_end(&mut buf)?;
     }
     Ok(buf)
+}
+
+/// Set once by the tools' start-up hook: the process has one thread, so
+/// its children are all in its main thread's `children` file.
+static SINGLE_THREADED: AtomicBool = AtomicBool::new(false);
+
+/// Called by the start-up hook of a tool (which starts no thread).
+pub(crate) fn single_threaded() {
+    SINGLE_THREADED.store(true, Ordering::Relaxed);
 }
 
 /// `/proc/PID/stat`, or `None` if there is no such process.
@@ -183,6 +192,10 @@ pub(crate) fn own_pid() -> i32 {
 /// when this process's own files cannot be read (a kernel without them).
 pub fn children_of(pid: i32) -> Option<Vec<i32>> {
     let own = pid == own_pid();
+    if own && SINGLE_THREADED.load(Ordering::Relaxed) {
+        // One file instead of a directory listing and a file per thread.
+        return own_children();
+    }
     let dir = if own {
         "/proc/self/task".to_string()
     } else {
