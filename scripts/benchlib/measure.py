@@ -1,12 +1,15 @@
 """The figures of scripts/bench, measured, as one dict ready for JSON.
 
-Owns every measurement (startup with its instructions, system calls and
-the hyperfine cross-check; memory and idle cost; signal latency on every
-CPU and on one; reaping and tree kill through scripts/bench-reap;
-escalation, and scripts/bench-escalation's own figure; binary sizes), the
-facts of the machine, the options that choose what is measured, and the
-JSON file. Every timed figure is taken interleaved (A B C A B C ...).
-run() returns the lot; the report is scripts/bench-report's.
+Owns every measurement (startup with the medians of its two halves, its
+instructions, system calls and the hyperfine cross-check; peak RSS and PSS
+of each process, and the idle cost; signal latency on every CPU and on
+one; reaping and tree kill through scripts/bench-reap; escalation, and
+scripts/bench-escalation's own figure; the cost of --events; binary size
+and linkage, from the ELF), the facts of the machine, the options that
+choose what is measured, and the JSON file. Every timed figure is taken
+interleaved (A B C A B C ...), the --events variants among the rest.
+A subject that a figure does not apply to (tools.not_applicable) is left
+out of that figure. run() returns the lot; the report is scripts/bench-report's.
 """
 import importlib.machinery
 import json
@@ -16,6 +19,7 @@ import select
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,7 +29,7 @@ import types
 from . import procfs
 from .harness import become_subreaper, end_tree, now, read_line, spawn, start_with_watch, stats
 from .setup import OUT, ROOT, SCRIPTS, log
-from .tools import is_ours
+from .tools import is_ours, not_applicable
 
 GRACE_MS = 200
 SIGWATCH = os.path.join(OUT, "sigwatch")
@@ -34,11 +38,13 @@ DEFAULT_JSON = os.path.join(OUT, "bench.json")
 
 def add_options(ap):
     """The options of the measuring, shared by scripts/bench and bench-measure."""
-    ap.add_argument("--quick", action="store_true", help="fewer runs (about a minute)")
+    ap.add_argument("--quick", action="store_true", help="fewer runs (a few minutes)")
     ap.add_argument("--json", metavar="FILE",
                     help="write the measurements here (default target/bench/bench.json)")
     ap.add_argument("--bin", metavar="DIR",
-                    help="take pgwrap, graceful and reap from DIR (default target/release)")
+                    help="the static pgwrap, graceful and reap (default target/static/release)")
+    ap.add_argument("--bin-dyn", metavar="DIR",
+                    help="the dynamically linked ones, as TOOL-dyn (default target/release)")
     ap.add_argument("--baseline", metavar="DIR",
                     help="also measure DIR/pgwrap, DIR/graceful, DIR/reap as TOOL@base")
 
@@ -56,7 +62,9 @@ def load_script(name):
 # ---------------------------------------------------------------- startup
 
 def startup(t, runs):
-    """Wall time of TOOL -- /bin/true, spawn to reap, after 10 warm-up rounds."""
+    """Wall time of TOOL -- /bin/true, spawn to reap, after 10 warm-up rounds;
+    with the statistics, "halves": the medians of the first and the second
+    half of the runs (the report's run-to-run spread)."""
     cmds = {"direct": ["/bin/true"]}
     cmds.update({k: v + ["/bin/true"] for k, v in t.items()})
     times = {k: [] for k in cmds}
@@ -76,7 +84,9 @@ def startup(t, runs):
     for _ in range(runs):
         for k, argv in cmds.items():
             times[k].append(once(argv))
-    return {k: stats(v) for k, v in times.items()}
+    half = runs // 2
+    return {k: dict(stats(v), halves=[statistics.median(v[:half]), statistics.median(v[half:])])
+            for k, v in times.items()}
 
 
 def instructions(argv):
@@ -143,11 +153,12 @@ def hyperfine(t):
 # ---------------------------------------------------------------- while COMMAND sleeps
 
 def memory_and_idle(t, rounds, idle_s, rss_rounds):
-    """VmHWM of each process of the tool (rss_rounds samples: with a
+    """VmHWM and PSS of each process of the tool (rss_rounds samples: with a
     position-independent binary the kernel's 64 KiB fault-around windows
     fall differently on every start, so one sample is not enough), and
-    context switches and CPU time over idle_s seconds (rounds samples)."""
-    out = {k: {"hwm": [], "procs": 0, "switches": [], "cpu_us": []} for k in t if k != "setsid"}
+    context switches and CPU time of all of them over idle_s seconds
+    (rounds samples)."""
+    out = {k: {"hwm": [], "pss": [], "procs": 0, "switches": [], "cpu_us": []} for k in t}
 
     def switches(procs):
         return sum(procfs.ctxt_switches(p) for p in procs)
@@ -165,6 +176,7 @@ def memory_and_idle(t, rounds, idle_s, rss_rounds):
                     out[k]["switches"].append(sw1 - sw0)
                     out[k]["cpu_us"].append((c1 - c0) / 1000)
                 out[k]["hwm"].append([procfs.status_field(p, "VmHWM") for p in procs])
+                out[k]["pss"].append([procfs.pss(p) for p in procs])
                 out[k]["procs"] = len(procs)
             finally:
                 os.close(r)
@@ -174,7 +186,7 @@ def memory_and_idle(t, rounds, idle_s, rss_rounds):
 
 def latency(t, runs):
     """SIGTERM to the tool -> sigwatch's handler, µs; `direct`: TERM to sigwatch."""
-    names = ["direct"] + [k for k in t if not k.startswith("floor") and k != "setsid"]
+    names = ["direct"] + list(t)
     lat = {k: [] for k in names}
     for _ in range(runs):
         for k in names:
@@ -193,10 +205,12 @@ def latency(t, runs):
 
 
 def latency_one_cpu(t, runs):
-    """The same with every process on one CPU: the code path alone, without
-    the wake-ups of another CPU."""
+    """The same with every process on one CPU (CPU 0 where this process may
+    run there, as `taskset -c 0` would pin the whole measured tree: the
+    affinity is inherited): the code path alone, without the wake-ups of
+    another CPU."""
     cpus = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(cpus)})
+    os.sched_setaffinity(0, {0 if 0 in cpus else min(cpus)})
     try:
         return latency(t, runs)
     finally:
@@ -231,39 +245,31 @@ def escalation(bins, runs):
     return {k: stats(v) for k, v in res.items()}
 
 
-def escalation_script(runs):
+def escalation_script(runs, bin_dir):
     """scripts/bench-escalation: graceful's kill(2) calls, kernel-timestamped
-    (perf; strace if perf fails). {"command", "output"}."""
-    args = [os.path.join(SCRIPTS, "bench-escalation"), "-n", str(runs), "--idle", "2"]
+    (perf; strace if perf fails), graceful from `bin_dir`. {"command", "output"}."""
+    args = [os.path.join(SCRIPTS, "bench-escalation"), "-n", str(runs), "--idle", "2",
+            "--bin", bin_dir]
     p = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         p = subprocess.run(args + ["--strace"], capture_output=True, text=True, cwd=ROOT)
-    return {"command": " ".join(["scripts/bench-escalation"] + args[1:]),
+    return {"command": "scripts/bench-escalation " + shown(args[1:]),
             "output": (p.stdout + p.stderr).strip()}
 
 
-def reaping(bins, rounds):
-    """scripts/bench-reap's two workloads: 2000 orphans, and a tree to kill."""
+def reaping(orphan_tools, tree_tools, rounds, tree_rounds):
+    """scripts/bench-reap's two workloads, interleaved: 2000 orphans (rounds
+    times), and a tree to kill (tree_rounds times)."""
     br = load_script("bench-reap")
-    orphan_tools = {n: [path, "--"] for tool in ("reap", "graceful")
-                    for n, path in bins.ours_or_base(tool)}
-    orphan_tools.update({
-        "tini -s": ["/usr/bin/tini", "-s", "--"],
-        "catatonit": ["/usr/bin/catatonit", "--"],
-    })
-    tree_tools = {n: [path, "--grace", "2s", "--"] for n, path in bins.ours_or_base("reap")}
-    tree_tools.update({
-        "tini -s -g": ["/usr/bin/tini", "-s", "-g", "--"],
-        "catatonit -g": ["/usr/bin/catatonit", "-g", "--"],
-        "dumb-init": ["/usr/bin/dumb-init"],
-    })
     orphans = {k: [] for k in orphan_tools}
     trees = {k: [] for k in tree_tools}
-    for _ in range(rounds):
-        for k, argv in orphan_tools.items():
-            orphans[k].append(br.orphans_run(argv))
-        for k, argv in tree_tools.items():
-            trees[k].append(br.tree_run(argv))
+    for i in range(max(rounds, tree_rounds)):
+        if i < rounds:
+            for k, argv in orphan_tools.items():
+                orphans[k].append(br.orphans_run(argv))
+        if i < tree_rounds:
+            for k, argv in tree_tools.items():
+                trees[k].append(br.tree_run(argv))
     sizes = {"orphans": br.ORPHANS, "members": br.MEMBERS, "escapees": br.ESCAPEES}
     return sizes, orphans, trees
 
@@ -271,13 +277,20 @@ def reaping(bins, rounds):
 # ---------------------------------------------------------------- the binaries, the machine
 
 def binary(path):
+    """Size and linkage from the ELF (readelf -h -l -S -d): "dynamic" with a
+    program interpreter (PT_INTERP), else "static-pie" for a position-
+    independent image (ET_DYN), else "static" (ET_EXEC); stripped when it
+    has no .symtab; the shared libraries it needs (DT_NEEDED)."""
     real = os.path.realpath(path)
-    desc = subprocess.run(["file", "-b", real], capture_output=True, text=True).stdout
-    linked = ("static-pie" if "static-pie" in desc else
-              "static" if "statically linked" in desc else "dynamic")
+    elf = subprocess.run(["readelf", "-hlSdW", real], capture_output=True, text=True).stdout
+    etype = re.search(r"^\s*Type:\s+(\w+)", elf, re.M)
+    interp = re.search(r"^\s*INTERP\s", elf, re.M) is not None
+    linked = ("dynamic" if interp else
+              "static-pie" if etype and etype.group(1) == "DYN" else "static")
     return {"bytes": os.path.getsize(real), "linked": linked,
-            "stripped": ", stripped" in desc or desc.rstrip().endswith("stripped")
-            and "not stripped" not in desc}
+            "elf_type": etype.group(1) if etype else "?",
+            "stripped": re.search(r"\]\s+\.symtab\s", elf) is None,
+            "needed": re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", elf)}
 
 
 def sh(cmd):
@@ -286,7 +299,7 @@ def sh(cmd):
 
 def machine():
     pkgs = ["tini", "dumb-init", "catatonit", "util-linux", "coreutils", "hyperfine",
-            "libc6", "gcc", "valgrind", "strace", "linux-perf"]
+            "libc6", "gcc", "musl-tools", "binutils", "valgrind", "strace", "linux-perf"]
     versions = {p: sh(f"dpkg-query -W -f '${{Version}}' {p} 2>/dev/null") or "-" for p in pkgs}
     return {"nproc": os.cpu_count(), "kernel": os.uname().release, "cpu": procfs.cpu_model(),
             "rustc": sh("rustc -V"), "versions": versions,
@@ -296,6 +309,22 @@ def machine():
 
 # ---------------------------------------------------------------- all of it
 
+def applying(section, t):
+    """The subjects of `t` that `section`'s figure applies to."""
+    return {k: v for k, v in t.items() if not not_applicable(section, k)}
+
+
+def split(figures, names):
+    """(figures without `names`, figures of `names`): the --events variants apart."""
+    return ({k: v for k, v in figures.items() if k not in names},
+            {k: v for k, v in figures.items() if k in names})
+
+
+def shown(argv):
+    """An argv prefix as the report shows it: the project's paths relative."""
+    return " ".join(os.path.relpath(a, ROOT) if a.startswith(ROOT + "/") else a for a in argv)
+
+
 def run(bins, quick, command):
     """Every figure, in today's order; `command` (argv) is recorded as given."""
     if not become_subreaper():
@@ -303,23 +332,44 @@ def run(bins, quick, command):
     q = quick
     load0 = os.getloadavg()[0]
     t = bins.tools()
+    os.makedirs(OUT, exist_ok=True)
+    fd, events_log = tempfile.mkstemp(prefix="events-", suffix=".jsonl", dir=OUT)
+    os.close(fd)
+    ev = bins.events_tools(events_log)
     data = {"command": command, "quick": q, "machine": machine(),
-            "settings": {"grace_ms": GRACE_MS, "idle_s": 1 if q else 2}}
-    log("startup")
-    data["startup"] = startup(t, 60 if q else 300)
-    data["instructions"], data["syscalls"] = counts(t)
-    data["hyperfine"] = {} if q else hyperfine(t)
-    log("memory and idle")
-    data["memory"] = memory_and_idle(t, 1 if q else 3, data["settings"]["idle_s"], 5 if q else 15)
-    log("signal latency")
-    data["latency"] = latency(t, 20 if q else 200)
-    data["latency_one_cpu"] = latency_one_cpu(t, 20 if q else 100)
-    log("reaping and tree kill")
-    sizes, data["orphans"], data["tree_kill"] = reaping(bins, 1 if q else 7)
-    data["settings"].update(sizes)
-    log("escalation")
-    data["escalation"] = escalation(bins, 5 if q else 30)
-    data["escalation_script"] = None if q else escalation_script(20)
+            "settings": {"grace_ms": GRACE_MS, "idle_s": 1 if q else 2},
+            "subjects": {k: shown(v) for k, v in t.items()},
+            "tree_subjects": {k: shown(v) for k, v in bins.tree_tools().items()},
+            "events_subjects": {k: shown(v) for k, v in ev.items()}}
+    try:
+        log("startup")
+        data["startup"] = startup(t, 60 if q else 300)
+        data["instructions"], data["syscalls"] = counts(t)
+        data["hyperfine"] = {} if q else hyperfine(t)
+        log("memory and idle")
+        mem = memory_and_idle(applying("memory", dict(t, **ev)), 1 if q else 3,
+                              data["settings"]["idle_s"], 5 if q else 15)
+        log("signal latency")
+        on = applying("latency", dict(t, **ev))
+        lat = latency(on, 20 if q else 200)
+        lat1 = latency_one_cpu(on, 20 if q else 100)
+        log("reaping and tree kill")
+        orphan_tools = applying("orphans", t)
+        if "reap --events" in ev:
+            orphan_tools["reap --events"] = ev["reap --events"]
+        sizes, orphans, data["tree_kill"] = reaping(orphan_tools, bins.tree_tools(),
+                                                    1 if q else 7, 1 if q else 5)
+        data["settings"].update(sizes)
+        log("escalation")
+        data["escalation"] = escalation(bins, 5 if q else 30)
+        data["escalation_script"] = None if q else escalation_script(20, bins.rel)
+    finally:
+        os.unlink(events_log)
+    data["memory"], ev_mem = split(mem, ev)
+    (data["latency"], ev_lat), (data["latency_one_cpu"], ev_lat1) = split(lat, ev), split(lat1, ev)
+    data["orphans"], ev_orphans = split(orphans, ev)
+    data["events"] = {"log_fs": procfs.fs_type(OUT), "idle": ev_mem, "latency": ev_lat,
+                      "latency_one_cpu": ev_lat1, "orphans": ev_orphans}
     data["sizes"] = {k: binary(v[0]) for k, v in t.items() if k != "floor --fork"}
     data["machine"]["load"] = [load0, os.getloadavg()[0]]
     return data
@@ -331,4 +381,4 @@ def write_json(data, path=None):
     with open(path, "w") as f:
         json.dump(data, f, indent=1)
         f.write("\n")
-    log(f"wrote {os.path.relpath(path, ROOT)}")
+    log(f"wrote {shown([path])}")

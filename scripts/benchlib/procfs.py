@@ -2,12 +2,13 @@
 
 A process's stat (state, parent, start time), its children, the tree below
 it and the processes of a tool (the descendants that run its binary), the
-fields of its status (VmHWM, context switches), the zombies among the
-children of a set of processes, its CPU time from the kernel's
-per-process CPU clock, and the CPU's model name. A process gone reads as
+fields of its status (VmHWM, context switches) and of its smaps_rollup
+(Pss), the zombies among the children of a set of processes, its CPU time
+from the kernel's per-process CPU clock, the CPU's model name, and the
+file system a path lies on (/proc/self/mounts). A process gone reads as
 absent (None, [] or 0: the scripts look at processes that may exit at any
-moment), except in status_field and ctxt_switches, which are only asked
-about a process that must still be there.
+moment), except in status_field, ctxt_switches and pss, which are only
+asked about a process that must still be there.
 """
 import os
 import time
@@ -88,6 +89,16 @@ def status_field(pid, name):
     return 0
 
 
+def pss(pid):
+    """The proportional set size of `pid` in KiB (/proc/PID/smaps_rollup): its
+    private pages plus its share of each page it maps with other processes."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
 def ctxt_switches(pid):
     """Voluntary plus involuntary context switches of `pid` so far."""
     return (status_field(pid, "voluntary_ctxt_switches")
@@ -110,3 +121,17 @@ def cpu_model():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return ""
+
+
+def fs_type(path):
+    """The type of the file system that holds `path` ("ext4", "tmpfs", ...)."""
+    path = os.path.realpath(path)
+    best, kind = "", "?"
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            mount = fields[1].replace("\\040", " ")
+            inside = path == mount or path.startswith(mount.rstrip("/") + "/")
+            if inside and len(mount) >= len(best):
+                best, kind = mount, fields[2]
+    return kind

@@ -2,19 +2,23 @@
 
 render() turns the dict that scripts/bench-measure writes as JSON into the
 report: the header (command line, machine, anchors' versions), the targets
-table and its notes (verdict.py), the chart's link, then one section per
-measurement. It measures nothing and reads no file: the same JSON renders
-the same text. publish() prints it and writes it, with the chart, where
---out says.
+table and its notes (verdict.py), the figures reported with no target (the
+dynamic build, the floors), the subjects' command lines, the chart's link,
+then one section per measurement, each with a row for every subject of the
+run: a subject a figure does not apply to has `n/a` in its cells, and the
+reason under the table. It measures nothing and reads no file: the same
+JSON renders the same text. publish() prints it and writes it, with the
+chart, where --out says.
 """
 import os
 import statistics
 
 from . import verdict
 from .chart import chart
-from .setup import ROOT, log
-from .tools import is_ours
-from .verdict import fmt_ratio, hwm_medians, med
+from .setup import log
+from .tools import EVENTS, OURS, is_ours, not_applicable, tool_of
+from .verdict import (STARTUP_FLOOR, fmt_ratio, med, overhead, part_medians, spread,
+                      sum_median)
 
 
 def bold(k):
@@ -23,26 +27,71 @@ def bold(k):
 
 def render(d, chart_name=None):
     L = []
-    for section in (header, against_targets):
+    for section in (header, against_targets, reported):
         L += section(d)
     if chart_name:
         L += [f"![startup overhead of each command]({chart_name})", ""]
-    for section in (startup, memory, sizes, latency, reaping, tree_kill, escalation):
+    for section in (subjects, startup, memory, sizes, latency, reaping, tree_kill, escalation,
+                    events):
         L += section(d)
     return "\n".join(L)
 
+
+# ---------------------------------------------------------------- the parts of every table
+
+def row(cells):
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def table(d, section, figures, cells, columns, first=()):
+    """The rows of a section's table, one for each subject in the run's order
+    (after `first`), and the notes under it: a subject without figures has
+    n/a in its `columns` cells, and its reason in the notes."""
+    rows, missing = [], []
+    for k in list(first) + list(d["subjects"]):
+        if k in figures:
+            rows.append(row([bold(k)] + cells(k, figures[k])))
+        elif k not in first:
+            missing.append((k, not_applicable(section, k) or "not measured in this run"))
+            rows.append(row([bold(k)] + ["n/a"] * columns))
+    return rows + [""] + (na_notes(missing) + [""] if missing else [])
+
+
+def na_notes(missing, what="n/a"):
+    """One line per reason under a table: which subjects, and why."""
+    by_reason = {}
+    for k, why in missing:
+        by_reason.setdefault(why, []).append(k)
+    return [f"{what}: {', '.join(names)}: {why}." for why, names in by_reason.items()]
+
+
+def parts(samples, fmt="{:.0f}"):
+    """A figure summed over a subject's processes, with the parts when there
+    are several: "1672 (876 + 796)"."""
+    total = fmt.format(sum_median(samples))
+    each = part_medians(samples)
+    return total if len(each) < 2 else f"{total} ({' + '.join(fmt.format(x) for x in each)})"
+
+
+# ---------------------------------------------------------------- the head of the report
 
 def header(d):
     m, load = d["machine"], d["machine"]["load"]
     return [
         "# Benchmarks",
         "",
-        "pgwrap, graceful and reap side by side with the tools users would pick",
-        "instead, and with the floor: a minimal static C program built by the",
-        "benchmark (`scripts/bench-c/floor.c`: `posix_spawn` into a new process",
-        "group, `waitpid`, nothing else). Every timed figure is measured",
-        "interleaved (A B C A B C ...), so drift of the machine hits all alike;",
-        "medians unless said otherwise.",
+        "pgwrap, graceful and reap, in both linkages (TOOL: the static build of",
+        "`scripts/build-static`; TOOL-dyn: the dynamically linked build of a plain",
+        "`cargo build --release`), side by side with the tools users would pick",
+        "instead and with the floors: minimal programs built by the benchmark",
+        "(`scripts/bench-c`) that start COMMAND in a new process group, wait for",
+        "it, and do nothing else: `floor` (C, static glibc, `posix_spawn`),",
+        "`floor --fork` (the same from a forked second process: the floor of a",
+        "wrapper made of two processes), `floor-rs` (Rust's std), `floor-musl`",
+        "(the C floor with musl) and `floor-raw` (no C library: raw `vfork`,",
+        "`setpgid`, `execve`, `wait4`). Every timed figure is measured",
+        "interleaved (A B C A B C ...) in this one run, so drift of the machine",
+        "hits all alike; medians unless said otherwise.",
         "",
         "Produced by:",
         "",
@@ -53,54 +102,124 @@ def header(d):
         f"Machine: {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']}; "
         f"load average {load[0]:.2f} before, {load[1]:.2f} after. "
         f"{m['rustc']}; suite at commit {m['commit']}"
-        f"{' with uncommitted changes' if m['dirty'] else ''}.",
+        f"{' with uncommitted changes' if m['dirty'] else ''}"
+        f"{'; --quick (fewer runs)' if d.get('quick') else ''}.",
         "",
-        "Anchors (Debian package versions): " + ", ".join(
+        "Anchors and tools (Debian package versions): " + ", ".join(
             f"{k} {v}" for k, v in m["versions"].items()) + ".",
         "",
     ]
 
 
 def against_targets(d):
+    st = d["startup"]
+    spreads = sorted((spread(st, k), k) for k in st)
     L = ["## Against the targets",
          "",
-         "Each figure of each tool against its target; the sections below hold",
+         "Each target of each tool, for the static build; the sections below hold",
          "the measurements, and the notes after this table the reasons for a miss.",
+         "The startup spread of a subject is the distance between the medians of",
+         "the first and the second half of its runs (the runs are interleaved, so",
+         "each half is a run of its own); a lead over an anchor counts when it",
+         "exceeds the larger of the two subjects' spreads. In this run the spreads",
+         f"lie between {spreads[0][0]:.0f} us ({spreads[0][1]}) and {spreads[-1][0]:.0f} us "
+         f"({spreads[-1][1]}).",
          "",
          "| figure | tool | measured | target | met |",
          "|---|---|---|---|---|"]
     rows = verdict.targets(d)
-    for row in rows:
-        L.append("| " + " | ".join(row[:4]) + f" | {'yes' if row[4] else '**no**'} |")
+    for r in rows:
+        L.append(row(list(r[:4]) + ["yes" if r[4] else "**no**"]))
     L.append("")
-    for note in verdict.notes({r[0] for r in rows if not r[4]}, d):
+    for note in verdict.notes(verdict.missed_figures(rows), d):
         L += [note, ""]
     return L
 
 
+def reported(d):
+    """The dynamic build and the floors, with no target: startup, PSS, size."""
+    st, mem, sz = d["startup"], d["memory"], d["sizes"]
+    floor = overhead(st, "floor")
+    names = [n for tool in OURS for n in (tool, f"{tool}-dyn")]
+    names += ["floor", "floor-musl", "floor-raw", "floor-rs"]
+    L = ["## Reported, no target: the two linkages, and the floors",
+         "",
+         "The startup overhead over direct `/bin/true`, PSS summed over the",
+         "subject's processes while COMMAND sleeps, and the binary. A dynamic",
+         "binary shares the C library's pages with every other process that maps",
+         "them, and its PSS counts only its share of them.",
+         "",
+         "| subject | startup overhead us | / floor's | PSS KiB | binary KiB | linked |",
+         "|---|---:|---:|---:|---:|---|"]
+    for k in names:
+        if k not in st:
+            continue
+        pss = parts(mem[k]["pss"]) if k in mem else "n/a"
+        size = sz.get(k)
+        L.append(row([bold(k), f"{overhead(st, k):.0f}", fmt_ratio(overhead(st, k) / floor), pss,
+                      f"{size['bytes'] / 1024:.0f}" if size else "n/a",
+                      linkage(size) if size else "n/a"]))
+    L.append("")
+    return L
+
+
+def linkage(size):
+    needed = size.get("needed") or []
+    return size["linked"] + (f" ({', '.join(needed)})" if needed else "")
+
+
+def subjects(d):
+    L = ["## Subjects",
+         "",
+         "Each subject as run, COMMAND after it (the tree kill gives some an option",
+         "to stop a whole tree, shown there).",
+         "",
+         "| subject | command |",
+         "|---|---|"]
+    for k, cmd in d["subjects"].items():
+        L.append(row([bold(k), f"`{cmd} COMMAND`"]))
+    L.append("")
+    return L
+
+
+# ---------------------------------------------------------------- the sections
+
 def startup(d):
     st, insn, sysc, hyper = d["startup"], d["instructions"], d["syscalls"], d["hyperfine"]
     base = st["direct"]["median"]
-    floor_ov = st["floor"]["median"] - base if "floor" in st else None
+    floor = overhead(st, "floor")
+    fork = overhead(st, "floor --fork") if "floor --fork" in st else None
     L = [f"## Startup overhead: `TOOL -- /bin/true` against `/bin/true` "
          f"({st['direct']['n']} runs each)",
          "",
-         "Wall time from `posix_spawn` to reap. Instructions: the tool's own",
-         "processes (callgrind). System calls: the tool's, including its child's",
-         "before `execve` (`strace -f -c`, less `/bin/true`'s own; the `direct` row",
-         "is `/bin/true`'s). Both are the same on every run, whatever the load.",
+         "Wall time from `posix_spawn` to reap. Spread: the distance between the",
+         "medians of the first and the second half of the runs. Overhead / floor's:",
+         "the overhead against the floor's (for reap, also against `floor --fork`'s,",
+         "its two-process floor). Instructions: the tool's own processes",
+         "(callgrind). System calls: the tool's, including its child's before",
+         "`execve` (`strace -f -c`, less `/bin/true`'s own; the `direct` row is",
+         "`/bin/true`'s). Both are the same on every run, whatever the load.",
          "",
-         "| command | median µs | p90 µs | overhead µs | overhead / floor's | instructions | syscalls |",
-         "|---|---:|---:|---:|---:|---:|---:|"]
+         "| command | median µs | p90 µs | spread µs | overhead µs | overhead / floor's "
+         "| instructions | syscalls |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    no_insn = []
     for k, s in st.items():
         ov = s["median"] - base
-        ratio = fmt_ratio(ov / floor_ov) if floor_ov and k != "direct" else ""
-        ins = insn.get(k)
-        sc = sysc.get(k)
-        L.append(f"| {bold(k)} | {s['median']:.0f} | {s['p90']:.0f} | "
-                 f"{'' if k == 'direct' else f'{ov:+.0f}'} | {ratio} | "
-                 f"{'' if ins is None else f'{ins:,}'} | {'' if sc is None else sc} |")
+        ratio = ""
+        if k != "direct":
+            ratio = fmt_ratio(ov / floor)
+            if tool_of(k) == "reap" and fork:
+                ratio += f" ({fmt_ratio(ov / fork)} floor --fork)"
+        ins, sc = insn.get(k), sysc.get(k)
+        if ins is None:
+            no_insn.append((k, not_applicable("instructions", k) or "callgrind gave no count"))
+        L.append(row([bold(k), f"{s['median']:.0f}", f"{s['p90']:.0f}", f"{spread(st, k):.0f}",
+                      "" if k == "direct" else f"{ov:+.0f}", ratio,
+                      "n/a" if ins is None else f"{ins:,}", "n/a" if sc is None else sc]))
     L.append("")
+    if no_insn:
+        L += na_notes(no_insn, "n/a instructions") + [""]
     if hyper:
         L += ["Cross-check, not interleaved: `hyperfine -N` means, "
               + ", ".join(f"{k} {v:.0f} µs" for k, v in hyper.items()) + ".", ""]
@@ -112,41 +231,44 @@ def memory(d):
     first = next(iter(mem.values()))
     L = ["## Memory and idle cost, while COMMAND sleeps",
          "",
-         "Peak RSS (VmHWM) of each process of the tool, median and range of "
-         f"{len(first['hwm'])} starts",
-         "(a position-independent binary lands at another address on each start,",
-         "and the kernel maps its pages in 64 KiB windows around each fault, so",
-         "the figure moves from start to start); context switches and CPU time of",
-         f"all of them over {d['settings']['idle_s']} s in which nothing happens "
-         f"({len(first['switches'])} rounds; medians).",
+         "Peak RSS (VmHWM, /proc/PID/status) and PSS (/proc/PID/smaps_rollup) of",
+         "the tool's processes, summed over them (the parts in brackets: each",
+         "process's median), median of "
+         f"{len(first['hwm'])} starts; the range is that of the sum. A",
+         "position-independent binary lands at another address on each start, and",
+         "the kernel maps its pages in 64 KiB windows around each fault, so the",
+         "figures move from start to start. PSS counts each page shared with other",
+         "processes (the C library of a dynamic binary, the binary of a forked",
+         "second process) by its share. Context switches (voluntary and",
+         "involuntary) and CPU time of all the tool's processes over "
+         f"{d['settings']['idle_s']} s in which",
+         f"nothing happens ({len(first['switches'])} rounds; the most switches of a round, the",
+         "median CPU time).",
          "",
-         "| tool | processes | VmHWM KiB | range | VmHWM / floor's | context switches | CPU µs |",
+         "| tool | processes | VmHWM KiB | range | PSS KiB | context switches | CPU µs |",
          "|---|---:|---:|---|---:|---:|---:|"]
-    floor_hwm = statistics.median(h[0] for h in mem["floor"]["hwm"]) if "floor" in mem else None
-    for k, v in mem.items():
-        n = min(len(h) for h in v["hwm"])
-        per = hwm_medians(v)
-        spans = [(min(h[i] for h in v["hwm"]), max(h[i] for h in v["hwm"])) for i in range(n)]
-        hwm = " + ".join(f"{x:.0f}" for x in per)
-        span = " + ".join(f"{a}-{b}" for a, b in spans)
-        ratio = " + ".join(fmt_ratio(x / floor_hwm) for x in per) if floor_hwm else ""
-        L.append(f"| {bold(k)} | {v['procs']} | {hwm} | {span} | {ratio} | "
-                 f"{statistics.median(v['switches']):.0f} | "
-                 f"{statistics.median(v['cpu_us']):.0f} |")
-    L.append("")
-    return L
+    def cells(k, v):
+        sums = [sum(h) for h in v["hwm"]]
+        return [v["procs"], parts(v["hwm"]), f"{min(sums)}-{max(sums)}", parts(v["pss"]),
+                max(v["switches"]), f"{statistics.median(v['cpu_us']):.0f}"]
+
+    return L + table(d, "memory", mem, cells, 6)
 
 
 def sizes(d):
-    L = ["## Binary size",
+    L = ["## Binary size and linkage",
+         "",
+         "From the ELF (`readelf`): dynamic if it names a program interpreter, else",
+         "static-pie if it is position-independent (ET_DYN), else static (ET_EXEC);",
+         "stripped if it has no symbol table; the shared libraries it needs.",
+         "`floor --fork` is the floor's binary.",
          "",
          "| tool | bytes | KiB | / floor's | linked | stripped |",
          "|---|---:|---:|---:|---|---|"]
     fb = d["sizes"]["floor"]["bytes"]
     for k, s in d["sizes"].items():
-        L.append(f"| {bold(k)} | {s['bytes']:,} | {s['bytes'] / 1024:.0f} | "
-                 f"{fmt_ratio(s['bytes'] / fb)} | "
-                 f"{s['linked']} | {'yes' if s['stripped'] else 'no'} |")
+        L.append(row([bold(k), f"{s['bytes']:,}", f"{s['bytes'] / 1024:.0f}",
+                      fmt_ratio(s["bytes"] / fb), linkage(s), "yes" if s["stripped"] else "no"]))
     L.append("")
     return L
 
@@ -162,18 +284,19 @@ def latency(d):
          "itself. reap's path has two hops: its front process hands the signal to",
          "the subreaper process over a pipe.",
          "",
-         "The last column: the same with every process on one CPU",
-         f"({lat1['direct']['n']} runs each): the code path, without the wake-up of",
-         "another CPU at each hop.",
+         f"On the machine's {d['machine']['nproc']} CPUs, and with the whole measured tree on one CPU",
+         f"(CPU 0, as `taskset -c 0`; {lat1['direct']['n']} runs each): the code path, without",
+         "the wake-up of another CPU at each hop.",
          "",
-         "| tool | median µs | p90 µs | max µs | / direct | median µs, one CPU |",
-         "|---|---:|---:|---:|---:|---:|"]
-    for k, s in lat.items():
-        one = lat1[k]["median"] if k in lat1 else float("nan")
-        L.append(f"| {bold(k)} | {s['median']:.0f} | {s['p90']:.0f} | {s['max']:.0f} | "
-                 f"{fmt_ratio(s['median'] / base)} | {one:.0f} |")
-    L.append("")
-    return L
+         "| tool | median µs | p90 µs | max µs | / direct | one CPU: median µs | p90 µs |",
+         "|---|---:|---:|---:|---:|---:|---:|"]
+    def cells(k, s):
+        one = lat1.get(k)
+        return [f"{s['median']:.0f}", f"{s['p90']:.0f}", f"{s['max']:.0f}",
+                fmt_ratio(s["median"] / base), f"{one['median']:.0f}" if one else "n/a",
+                f"{one['p90']:.0f}" if one else "n/a"]
+
+    return L + table(d, "latency", lat, cells, 6, first=["direct"])
 
 
 def reaping(d):
@@ -182,40 +305,44 @@ def reaping(d):
     L = [f"## Reaping: COMMAND makes {n} orphans that exit at once",
          "",
          f"From `scripts/bench-reap` (imported): COMMAND forks {n} double-forked",
-         "orphans, `(true &)` in sh; CPU time of every process of the tool until the",
-         "last orphan is reaped, the wall time to then, and the tail after COMMAND's",
-         f"last fork (median of {rounds}); zombies left: the most over the runs.",
-         "dumb-init is left out: it is no subreaper, the orphans never reach it.",
+         "orphans, `(true &)` in sh. CPU time of the tool's processes until the",
+         "last orphan is reaped, summed over them (reap's front and back: the parts",
+         "in brackets), the wall time to then, and the tail after COMMAND's last",
+         f"fork (median of {rounds}); zombies left: the most over the runs. tini and",
+         "tini-static run with -s (a child subreaper), as everywhere here.",
          "",
          "| tool | CPU ms | / tini's | wall ms | tail ms | zombies |",
          "|---|---:|---:|---:|---:|---:|"]
-    tini_cpu = med(orphans["tini -s"], "cpu_ms") if "tini -s" in orphans else None
-    for k, runs in orphans.items():
-        L.append(f"| {bold(k)} | {med(runs, 'cpu_ms'):.1f} | "
-                 f"{fmt_ratio(med(runs, 'cpu_ms') / tini_cpu) if tini_cpu else ''} | "
-                 f"{med(runs, 'wall_ms'):.0f} | {med(runs, 'tail_ms'):.1f} | "
-                 f"{max(x['zombies'] for x in runs)} |")
-    L.append("")
-    return L
+    tini_cpu = med(orphans["tini"], "cpu_ms") if "tini" in orphans else None
+    def cells(k, runs):
+        return [parts([r["cpu_ms_procs"] for r in runs], "{:.1f}"),
+                fmt_ratio(med(runs, "cpu_ms") / tini_cpu) if tini_cpu else "n/a",
+                f"{med(runs, 'wall_ms'):.0f}", f"{med(runs, 'tail_ms'):.1f}",
+                max(x["zombies"] for x in runs)]
+
+    return L + table(d, "orphans", orphans, cells, 5)
 
 
 def tree_kill(d):
     trees, s = d["tree_kill"], d["settings"]
-    rounds = len(next(iter(d["orphans"].values())))
+    rounds = len(next(iter(trees.values())))
     L = [f"## Tree kill: {s['members']} group members + {s['escapees']} setsid escapees, "
          "TERM to the tool",
          "",
          "From `scripts/bench-reap`: time until the tool exits, and survivors half",
-         f"a second later (the most over {rounds} runs).",
+         f"a second later (the most over {rounds} runs). Each subject as run here: with",
+         "its option to stop a whole tree where it has one. setsid has exited before",
+         "the TERM (it forks COMMAND and exits), a floor dies of it: both leave the",
+         "whole tree.",
          "",
-         "| tool | exit ms | members left | escapees left |",
-         "|---|---:|---:|---:|"]
-    for k, runs in trees.items():
-        L.append(f"| {bold(k)} | {med(runs, 'exit_ms'):.1f} | "
-                 f"{max(x['members_alive'] for x in runs)} | "
-                 f"{max(x['escapees_alive'] for x in runs)} |")
-    L.append("")
-    return L
+         "| tool | command | exit ms | members left | escapees left |",
+         "|---|---|---:|---:|---:|"]
+    cmds = d.get("tree_subjects", {})
+    def cells(k, runs):
+        return [f"`{cmds.get(k, k)}`", f"{med(runs, 'exit_ms'):.1f}",
+                max(x["members_alive"] for x in runs), max(x["escapees_alive"] for x in runs)]
+
+    return L + table(d, "tree", trees, cells, 4)
 
 
 def escalation(d):
@@ -229,8 +356,8 @@ def escalation(d):
          "| tool | median ms | p90 ms | max ms | min ms |",
          "|---|---:|---:|---:|---:|"]
     for k, s in d["escalation"].items():
-        L.append(f"| {bold(k)} | {s['median']:.2f} | {s['p90']:.2f} | {s['max']:.2f} | "
-                 f"{s['min']:.2f} |")
+        L.append(row([bold(k), f"{s['median']:.2f}", f"{s['p90']:.2f}", f"{s['max']:.2f}",
+                      f"{s['min']:.2f}"]))
     L.append("")
     script = d["escalation_script"]
     if script:
@@ -244,6 +371,43 @@ def escalation(d):
     return L
 
 
+def events(d):
+    ev = d.get("events")
+    if not ev or not ev["latency"]:
+        return []
+    lat, lat1 = d["latency"], d["latency_one_cpu"]
+    mem, orphans = d["memory"], d["orphans"]
+    L = ["## The event log's cost: each tool with and without `--events`, same run",
+         "",
+         "The static build with `--events FILE` (a file on "
+         f"{ev['log_fs']}, appended to), measured",
+         "among the other subjects above, interleaved. Each event is one `write(2)`",
+         "of a line, made after the signal is passed on, so on two CPUs the",
+         "receiver need not wait for it; on one CPU the write may run before the",
+         "receiver is scheduled.",
+         "",
+         "| tool | SIGTERM -> handler, median µs | one CPU | idle context switches (most) |",
+         "|---|---:|---:|---:|"]
+    for tool in OURS:
+        for k, f, f1, m in ((tool, lat, lat1, mem),
+                            (tool + EVENTS, ev["latency"], ev["latency_one_cpu"], ev["idle"])):
+            if k in f:
+                L.append(row([bold(k), f"{f[k]['median']:.0f}",
+                              f"{f1[k]['median']:.0f}" if k in f1 else "n/a",
+                              max(m[k]["switches"]) if k in m else "n/a"]))
+    L.append("")
+    if "reap" in orphans and "reap --events" in ev["orphans"]:
+        a, b = orphans["reap"], ev["orphans"]["reap --events"]
+        n = d["settings"]["orphans"]
+        L += [f"{n} orphans under reap (one `reaped` event each, median of {len(a)}): CPU "
+              f"{med(a, 'cpu_ms'):.1f} ms without the log, {med(b, 'cpu_ms'):.1f} ms with it "
+              f"({(med(b, 'cpu_ms') - med(a, 'cpu_ms')) * 1000 / n:.1f} us per event); the tail "
+              f"after COMMAND's last fork {med(a, 'tail_ms'):.2f} and "
+              f"{med(b, 'tail_ms'):.2f} ms; zombies left "
+              f"{max(x['zombies'] for x in a)} and {max(x['zombies'] for x in b)}.", ""]
+    return L
+
+
 def publish(d, out):
     """Print the report; with `out`, also write it there and the chart beside it
     (STEM-startup.svg, linked from the text)."""
@@ -252,10 +416,10 @@ def publish(d, out):
         folder = os.path.dirname(os.path.abspath(out))
         os.makedirs(folder, exist_ok=True)
         chart_name = f"{os.path.splitext(os.path.basename(out))[0]}-startup.svg"
-        chart(d["startup"], os.path.join(folder, chart_name))
+        chart(d["startup"], os.path.join(folder, chart_name), STARTUP_FLOOR)
     text = render(d, chart_name)
     print(text)
     if out:
         with open(out, "w") as f:
             f.write(text + "\n")
-        log(f"wrote {os.path.relpath(out, ROOT)}")
+        log(f"wrote {out}")

@@ -1,10 +1,14 @@
 """Installs and builds for the benchmark, and where their results lie.
 
 The anchors and tools from Debian when missing (tini, dumb-init, catatonit,
-hyperfine, gcc, strace, valgrind, file; setsid and timeout come with
-util-linux and coreutils; the static libc for the floor), the release
-binaries (cargo build --release --bins), and the benchmark's own programs
-from scripts/bench-c (the floor, floor-rs and sigwatch) in target/bench.
+hyperfine, gcc, musl-tools, strace, valgrind, binutils for readelf; setsid
+and timeout come with util-linux and coreutils; the static libc for the
+floor), our tools in both linkages (the static build of scripts/build-static
+in target/static/release; the dynamic one, `cargo build --release --bins`
+with crt-static off, in target/release), and the benchmark's own programs
+from scripts/bench-c in target/bench: the floor (static glibc), floor-musl
+(the same C, musl), floor-raw (no C library; x86_64 only), floor-rs and
+sigwatch.
 """
 import os
 import platform
@@ -14,13 +18,14 @@ import sys
 
 SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(SCRIPTS)
-REL = os.path.join(ROOT, "target", "release")
+STATIC = os.path.join(ROOT, "target", "static", "release")
+DYN = os.path.join(ROOT, "target", "release")
 OUT = os.path.join(ROOT, "target", "bench")
 
 WANTED = {"tini": "tini", "dumb-init": "dumb-init", "catatonit": "catatonit",
           "hyperfine": "hyperfine", "gcc": "gcc", "setsid": "util-linux",
           "timeout": "coreutils", "strace": "strace", "valgrind": "valgrind",
-          "file": "file"}
+          "readelf": "binutils", "musl-gcc": "musl-tools"}
 
 
 def log(msg):
@@ -43,17 +48,36 @@ def install():
 
 
 def build_release():
-    log("cargo build --release --bins")
-    subprocess.run(["cargo", "build", "--release", "--bins", "--quiet"], cwd=ROOT, check=True)
+    """Both linkages: scripts/build-static, and the dynamic build (RUSTFLAGS
+    overrides any crt-static that a cargo config sets)."""
+    log("scripts/build-static")
+    subprocess.run([os.path.join(SCRIPTS, "build-static")], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    log("cargo build --release --bins (dynamic)")
+    env = dict(os.environ, RUSTFLAGS="-C target-feature=-crt-static")
+    subprocess.run(["cargo", "build", "--release", "--bins", "--quiet"], cwd=ROOT, env=env,
+                   check=True)
 
 
 def build_helpers():
-    """scripts/bench-c into target/bench: floor (static C), floor-rs, sigwatch."""
+    """scripts/bench-c into target/bench: floor (static glibc), floor-musl,
+    floor-raw, floor-rs, sigwatch. The floors are stripped, as the tools are."""
     os.makedirs(OUT, exist_ok=True)
     src = os.path.join(SCRIPTS, "bench-c")
-    subprocess.run(["gcc", "-O2", "-static", "-o", os.path.join(OUT, "floor"),
-                    os.path.join(src, "floor.c")], check=True)
-    subprocess.run(["strip", os.path.join(OUT, "floor")], check=True)
+    floors = [(["gcc", "-O2", "-static"], "floor", "floor.c")]
+    if shutil.which("musl-gcc"):
+        floors.append((["musl-gcc", "-static", "-O2"], "floor-musl", "floor.c"))
+    else:
+        log("no musl-gcc (musl-tools): floor-musl not built")
+    if platform.machine() == "x86_64":
+        floors.append((["gcc", "-nostdlib", "-static", "-O2", "-fno-stack-protector"],
+                       "floor-raw", "floor-raw.c"))
+    else:
+        log("floor-raw is x86_64 only: not built")
+    for cc, name, source in floors:
+        subprocess.run(cc + ["-o", os.path.join(OUT, name), os.path.join(src, source)],
+                       check=True)
+        subprocess.run(["strip", os.path.join(OUT, name)], check=True)
     subprocess.run(["rustc", "--edition", "2021", "-C", "opt-level=s", "-C", "panic=abort",
                     "-C", "lto", "-C", "codegen-units=1", "-C", "strip=symbols",
                     "-C", "target-feature=+crt-static", "-o", os.path.join(OUT, "floor-rs"),
