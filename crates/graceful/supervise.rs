@@ -90,7 +90,14 @@ impl<'a> Supervisor<'a> {
                 let actions = self.machine.on(event, now);
                 self.act(&actions);
             }
-            for (pid, status) in reap::reap_except(Some(self.child.pid())).unwrap_or_default() {
+            let reaped = reap::reap_except(Some(self.child.pid())).unwrap_or_default();
+            // Orphans die in bursts: the next ones are reaped together
+            // (pgkit's `hold_children`); COMMAND's exit still comes at once,
+            // by its pidfd (without one, nothing is held).
+            if !reaped.is_empty() && self.child.pidfd().is_some() {
+                self.signals.hold_children(now);
+            }
+            for (pid, status) in reaped {
                 verbose!("reaped adopted pid {pid}, {status}");
             }
             if let Some(status) = self.child.exit_status() {
@@ -319,6 +326,9 @@ impl<'a> Supervisor<'a> {
 
     /// The one blocking call.
     fn wait(&mut self) {
+        let deadline = self
+            .signals
+            .wake_by(self.machine.deadline(), Instant::now());
         let mut fds = vec![self.signals.as_fd()];
         if self.child.exit_status().is_none() {
             // Readable for good once COMMAND has exited: then left out.
@@ -328,7 +338,7 @@ impl<'a> Supervisor<'a> {
             fds.push(fd.as_fd());
         }
         fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
-        poll::wait(&fds, self.machine.deadline());
+        poll::wait(&fds, deadline);
     }
 }
 

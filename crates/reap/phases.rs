@@ -94,6 +94,7 @@ impl Inbox {
     /// have nothing to report: when many orphans exit one by one, reap
     /// wakes once per exit.
     fn wait(&mut self, extra: Option<BorrowedFd<'_>>, deadline: Option<Instant>) {
+        let deadline = self.signals.wake_by(deadline, Instant::now());
         let mut fds = vec![self.signals.as_fd()];
         let front = self.front.as_ref().and_then(|f| f.fd());
         let front_at = front.map(|_| fds.len());
@@ -720,6 +721,13 @@ impl<'a> Back<'a> {
     fn reap_adopted(&mut self, keep: Option<i32>) {
         match reap::reap_except(keep) {
             Ok(reaped) => {
+                // Orphans die in bursts: the next ones are reaped together
+                // (pgkit's `hold_children`), unless the leader's exit
+                // would then be late (it has no pidfd to tell it).
+                let pidfd = self.leader.as_ref().map_or(true, |c| c.pidfd().is_some());
+                if !reaped.is_empty() && pidfd {
+                    self.inbox.signals.hold_children(Instant::now());
+                }
                 for (pid, status) in reaped {
                     verbose!("reaped pid {pid} ({status})");
                     events::reaped(pid, status);

@@ -9,6 +9,11 @@ use crate::signal::{SigSet, Signal};
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// How long SIGCHLD stops waking a subreaper once a wake-up has reaped an
+/// orphan (see [`SignalFd::hold_children`]).
+pub const CHILD_HOLD: Duration = Duration::from_millis(5);
 
 /// A signal as it was received.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +28,9 @@ pub struct Received {
 /// A non-blocking, close-on-exec `signalfd` for a set of blocked signals.
 pub struct SignalFd {
     fd: OwnedFd,
+    set: SigSet,
+    /// SIGCHLD is left out of the descriptor's set until then.
+    held: Option<Instant>,
 }
 
 impl SignalFd {
@@ -31,7 +39,54 @@ impl SignalFd {
     pub fn open(set: SigSet) -> io::Result<SignalFd> {
         Ok(SignalFd {
             fd: crate::sigraw::signalfd(set)?,
+            set,
+            held: None,
         })
+    }
+
+    /// Stop waking for SIGCHLD for [`CHILD_HOLD`] from `now` (a hold that
+    /// runs is extended, without a system call). A subreaper calls it when
+    /// a wake-up has reaped an orphan: when orphans exit one after another,
+    /// each exit would otherwise be a wake-up of its own (a `ppoll`, a
+    /// `read`, two `waitid`s); held, the exits of the next few milliseconds
+    /// are reaped together at the hold's end. Only the tool's own
+    /// COMMAND's exit must be seen at once, and that comes by its pidfd:
+    /// a caller without one does not hold. The other signals are not
+    /// affected; SIGCHLD stays pending, blocked, and wakes the tool as soon
+    /// as the hold ends.
+    pub fn hold_children(&mut self, now: Instant) {
+        if self.held.is_none() {
+            if !self.set.contains(Signal::CHLD) {
+                return;
+            }
+            let mut without = self.set;
+            without.remove(Signal::CHLD);
+            if crate::sigraw::signalfd_set(self.fd.as_fd(), without).is_err() {
+                return;
+            }
+        }
+        self.held = Some(now + CHILD_HOLD);
+    }
+
+    /// The deadline to sleep until: `deadline`, or the end of the hold
+    /// that still runs if that comes first. A hold whose time has come is
+    /// ended here (SIGCHLD is watched again, and the descriptor is readable
+    /// at once if one is pending).
+    pub fn wake_by(&mut self, deadline: Option<Instant>, now: Instant) -> Option<Instant> {
+        if let Some(end) = self.held.filter(|&end| now >= end) {
+            if crate::sigraw::signalfd_set(self.fd.as_fd(), self.set).is_ok() {
+                self.held = None;
+            } else {
+                // Cannot fail on a live signalfd; were it to, the next try
+                // is a hold later (the wake-ups still reap), never a busy
+                // loop.
+                self.held = Some(end.max(now) + CHILD_HOLD);
+            }
+        }
+        match (deadline, self.held) {
+            (Some(d), Some(h)) => Some(d.min(h)),
+            (d, h) => d.or(h),
+        }
     }
 
     /// Every signal pending now, in arrival order per signal; empty if none.
@@ -48,7 +103,6 @@ impl SignalFd {
     /// next one. The kernel sends that SIGPIPE as `SI_USER` from the writer
     /// itself, so it is told apart by its sender: this very process.
     pub fn drain(&self) -> Vec<Received> {
-        let me = std::process::id();
         const RECORDS: usize = 16;
         let field = |record: &[u8], at: usize| {
             u32::from_ne_bytes(record[at..at + 4].try_into().expect("4 bytes"))
@@ -70,7 +124,9 @@ impl SignalFd {
                 let signo = field(record, SSI_SIGNO);
                 let pid = field(record, SSI_PID);
                 let code = field(record, SSI_CODE) as i32;
-                let own_pipe = signo == libc::SIGPIPE as u32 && pid == me && code == libc::SI_USER;
+                let own_pipe = signo == libc::SIGPIPE as u32
+                    && code == libc::SI_USER
+                    && pid == std::process::id();
                 if own_pipe {
                     continue;
                 }

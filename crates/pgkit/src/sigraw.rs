@@ -189,6 +189,29 @@ pub fn signalfd(set: SigSet) -> io::Result<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
+/// Change the set of an existing `signalfd` (signalfd4 on its descriptor):
+/// what it no longer watches stays pending, blocked, until it watches it
+/// again.
+pub fn signalfd_set(fd: std::os::fd::BorrowedFd<'_>, set: SigSet) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let bits = set.bits();
+    // SAFETY: signalfd4 reads KSET bytes from `bits`; `fd` is a live
+    // signalfd, which it only re-aims.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_signalfd4,
+            fd.as_raw_fd(),
+            &bits as *const u64,
+            KSET,
+            libc::SFD_NONBLOCK | libc::SFD_CLOEXEC,
+        )
+    } as i32;
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -180,6 +180,11 @@ pub fn ctxt_switches(pid: i32) -> Option<u64> {
     Some(vol + nonvol)
 }
 
+/// The process's voluntary context switches: how often it went to sleep.
+pub fn voluntary_switches(pid: i32) -> Option<u64> {
+    status_field(pid, "voluntary_ctxt_switches")?.parse().ok()
+}
+
 /// Open fd numbers of the process, sorted (`None` if unreadable).
 pub fn open_fds(pid: i32) -> Option<Vec<i32>> {
     let mut fds: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/fd"))

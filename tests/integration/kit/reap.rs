@@ -122,3 +122,41 @@ pub fn field(line: &str, key: &str) -> i32 {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no number after {pat} in {line:?}"))
 }
+
+/// ORPHANS orphans that exit one after another, as fast as `sh` makes them
+/// (`(true &)`), under the subreaper `watched` (reap's back, or graceful):
+/// how often it went to sleep from the first to the last being reaped, and
+/// how long that took. `run` is a tool whose COMMAND is [`BURST`], waiting
+/// for a line on stdin to start; it is left waiting for a second line.
+pub fn orphan_burst(run: &mut Run, watched: i32) -> (u64, Duration) {
+    run.expect_line("up", TIMEOUT);
+    procfs::wait_until("the subreaper sleeps", TIMEOUT, || {
+        procfs::state(watched) == Some('S')
+    });
+    let before = procfs::voluntary_switches(watched).unwrap();
+    let start = std::time::Instant::now();
+    run.write_stdin("go\n");
+    run.expect_line("made", Duration::from_secs(120));
+    procfs::wait_until("no zombie is left", Duration::from_secs(30), || {
+        zombies_of(watched).is_empty()
+    });
+    let elapsed = start.elapsed();
+    let after = procfs::voluntary_switches(watched).unwrap();
+    (after - before, elapsed)
+}
+
+/// How many orphans [`BURST`] makes.
+pub const ORPHANS: u64 = 500;
+
+/// COMMAND of [`orphan_burst`], for `sh -c`.
+pub const BURST: &str = "echo up; read x; i=0; while [ $i -lt 500 ]; do (true &); i=$((i+1)); \
+                         done; echo made; read y";
+
+/// The most wake-ups a subreaper that reaps orphans in bursts may take for
+/// [`BURST`] over `elapsed`: one per hold (5 ms) and some slack. One wake-up
+/// per exit, as before the hold, is ORPHANS whenever sh forks faster than
+/// one orphan per 3 ms (about ten times faster here); on a machine slower
+/// than that the bound is above ORPHANS and the check says nothing.
+pub fn burst_bound(elapsed: Duration) -> u64 {
+    elapsed.as_millis() as u64 * 3 / (2 * 5) + 20
+}
