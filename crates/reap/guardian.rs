@@ -198,6 +198,11 @@ impl Front {
         let signals =
             SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
         verbose!("subreaper process is pid {}", self.back.pid());
+        // What the last poll found readable: the back's pidfd (its exit)
+        // and its pipe; until a poll says otherwise, both are looked at.
+        // On the path of every signal, the two calls that would find
+        // nothing are left out.
+        let (mut back_ready, mut news_ready) = (true, true);
         loop {
             // While the pipe is full, the signals wait in the kernel.
             if self.backlog.is_empty() {
@@ -211,7 +216,12 @@ impl Front {
             if let Some(relay) = self.relay.as_mut() {
                 relay.relay();
             }
-            if let Some(status) = self.back.peek_exit() {
+            let exited = if back_ready {
+                self.back.peek_exit()
+            } else {
+                None
+            };
+            if let Some(status) = exited {
                 self.back.reap();
                 // Everything it wrote before it ended is in the pipe.
                 self.read_back(false);
@@ -227,18 +237,25 @@ impl Front {
                 };
                 return (lost, signals, self.relay.take());
             }
-            self.read_back(true);
+            if news_ready {
+                self.read_back(true);
+            }
             self.flush();
             let full = !self.backlog.is_empty();
             let mut fds = Vec::new();
             if !full {
                 fds.push(signals.as_fd());
             }
+            let back_at = self.back.pidfd().map(|_| fds.len());
             fds.extend(self.back.pidfd());
+            let news_at = self.from_back.as_ref().map(|_| fds.len());
             fds.extend(self.from_back.as_ref().map(|f| f.as_fd()));
             fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
             let pipe = self.to_back.as_ref().filter(|_| full).map(|f| f.as_fd());
-            poll::wait_io(&fds, pipe.as_slice(), None);
+            let ready = poll::wait_io(&fds, pipe.as_slice(), None);
+            // Without a pidfd the back's exit is looked for on every wake.
+            back_ready = back_at.map_or(true, |i| ready.contains(&i));
+            news_ready = news_at.is_some_and(|i| ready.contains(&i));
         }
     }
 
@@ -415,7 +432,14 @@ impl BackLink {
                     self.from_front = None;
                     break;
                 }
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    // A short read took all the pipe held: no second read
+                    // just to meet EAGAIN (what comes later wakes the poll).
+                    if n < chunk.len() {
+                        break;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(_) => {
