@@ -262,6 +262,21 @@ fn deb_files(deb: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// Each tool's binary, man page and completions, as both package formats
+/// install them; `zsh`: the zsh directory under /usr/share/zsh (Debian's
+/// vendor-completions, Fedora's site-functions).
+fn tool_files(zsh: &str) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    for tool in TOOLS {
+        files.insert(format!("/usr/bin/{tool}"));
+        files.insert(format!("/usr/share/man/man1/{tool}.1.gz"));
+        files.insert(format!("/usr/share/bash-completion/completions/{tool}"));
+        files.insert(format!("/usr/share/zsh/{zsh}/_{tool}"));
+        files.insert(format!("/usr/share/fish/vendor_completions.d/{tool}.fish"));
+    }
+    files
+}
+
 /// The example files both packages ship under /usr/share/doc/PKG/examples.
 fn examples() -> Vec<String> {
     let mut names = Vec::new();
@@ -313,14 +328,7 @@ fn deb_holds_its_files(variant: Variant) {
     assert_eq!(description.lines().next(), Some(synopsis.as_str()));
 
     let doc = format!("/usr/share/doc/{name}");
-    let mut want = BTreeSet::new();
-    for tool in TOOLS {
-        want.insert(format!("/usr/bin/{tool}"));
-        want.insert(format!("/usr/share/man/man1/{tool}.1.gz"));
-        want.insert(format!("/usr/share/bash-completion/completions/{tool}"));
-        want.insert(format!("/usr/share/zsh/vendor-completions/_{tool}"));
-        want.insert(format!("/usr/share/fish/vendor_completions.d/{tool}.fish"));
-    }
+    let mut want = tool_files("vendor-completions");
     want.insert(format!("{doc}/copyright"));
     want.insert(format!("{doc}/changelog.Debian.gz"));
     // debhelper's rule: documentation over 4 KiB is gzipped.
@@ -596,14 +604,7 @@ fn rpm_lists_exactly_the_expected_files() {
             format!("{name}-{VERSION}-1.{}.rpm", arch.trim())
         );
         let doc = format!("/usr/share/doc/{name}");
-        let mut want = BTreeSet::new();
-        for tool in TOOLS {
-            want.insert(format!("/usr/bin/{tool}"));
-            want.insert(format!("/usr/share/man/man1/{tool}.1.gz"));
-            want.insert(format!("/usr/share/bash-completion/completions/{tool}"));
-            want.insert(format!("/usr/share/zsh/site-functions/_{tool}"));
-            want.insert(format!("/usr/share/fish/vendor_completions.d/{tool}.fish"));
-        }
+        let mut want = tool_files("site-functions");
         want.insert(doc.clone());
         want.insert(format!("{doc}/README.md"));
         want.insert(format!("{doc}/examples"));

@@ -166,41 +166,16 @@ pub fn children_auto_reaped() -> bool {
     r == 0 && (old.handler == libc::SIG_IGN || old.flags & libc::SA_NOCLDWAIT as libc::c_ulong != 0)
 }
 
-/// `signalfd4(2)` for `set`, non-blocking and close-on-exec: a new
-/// descriptor, or the error.
-pub fn signalfd(set: SigSet) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
+/// `signalfd4(2)` on `fd` (-1: a new descriptor) for `set`, non-blocking
+/// and close-on-exec: the descriptor, or the error.
+fn signalfd4(fd: i32, set: SigSet) -> io::Result<i32> {
     let bits = set.bits();
-    // SAFETY: signalfd4 reads KSET bytes from `bits`; -1 asks for a new
-    // descriptor.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_signalfd4,
-            -1,
-            &bits as *const u64,
-            KSET,
-            libc::SFD_NONBLOCK | libc::SFD_CLOEXEC,
-        )
-    } as i32;
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor that nothing else owns.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
-}
-
-/// Change the set of an existing `signalfd` (signalfd4 on its descriptor):
-/// what it no longer watches stays pending, blocked, until it watches it
-/// again.
-pub fn signalfd_set(fd: std::os::fd::BorrowedFd<'_>, set: SigSet) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let bits = set.bits();
-    // SAFETY: signalfd4 reads KSET bytes from `bits`; `fd` is a live
+    // SAFETY: signalfd4 reads KSET bytes from `bits`; `fd` is -1 or a live
     // signalfd, which it only re-aims.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_signalfd4,
-            fd.as_raw_fd(),
+            fd,
             &bits as *const u64,
             KSET,
             libc::SFD_NONBLOCK | libc::SFD_CLOEXEC,
@@ -209,7 +184,22 @@ pub fn signalfd_set(fd: std::os::fd::BorrowedFd<'_>, set: SigSet) -> io::Result<
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(())
+    Ok(fd)
+}
+
+/// A new `signalfd` for `set`, non-blocking and close-on-exec.
+pub fn signalfd(set: SigSet) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fd = signalfd4(-1, set)?;
+    // SAFETY: a new descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Change the set of an existing `signalfd`: what it no longer watches
+/// stays pending, blocked, until it watches it again.
+pub fn signalfd_set(fd: std::os::fd::BorrowedFd<'_>, set: SigSet) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    signalfd4(fd.as_raw_fd(), set).map(drop)
 }
 
 #[cfg(test)]
