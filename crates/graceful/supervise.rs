@@ -148,6 +148,15 @@ impl<'a> Supervisor<'a> {
 
     /// After COMMAND's exit: is anyone of its group left?
     fn watch_group(&mut self, now: Instant) {
+        // COMMAND (exited, unreaped) our one child: no descendant is left,
+        // so none of its group either. One read of our children file, which
+        // names exactly our children whatever PID namespace /proc shows;
+        // the walk below (and its check of /proc) is for the other cases.
+        if pgkit::procfs::own_children().is_some_and(|c| c == [self.child.pid()]) {
+            verbose!("group {} is gone", self.child.pid());
+            self.machine.on(Event::GroupGone, now);
+            return;
+        }
         if !descend::usable() {
             return self.watch_group_blind(now);
         }

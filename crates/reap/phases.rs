@@ -544,7 +544,7 @@ impl<'a> Back<'a> {
             }
             // Marked processes are not signalled twice.
             Action::Rewalk(sig) => {
-                if self.sweeper.finder == Finder::Proc {
+                if self.sweeper.finder() == Finder::Proc {
                     let sent = self.sweeper.round(sig, self.leader.as_ref());
                     self.log_sweep(sig, sent, false);
                 }

@@ -41,7 +41,9 @@ struct Mark {
 }
 
 pub struct Sweeper {
-    pub finder: Finder,
+    /// Decided at first use, after COMMAND has started: the check reads
+    /// `/proc/self/status`, which need not delay COMMAND.
+    found: Option<Finder>,
     marks: BTreeMap<i32, Mark>,
     /// Every process (pid, start time) a round sent KILL to.
     killed: BTreeSet<(i32, u64)>,
@@ -53,21 +55,30 @@ pub struct Sweeper {
 
 impl Sweeper {
     pub fn new() -> Sweeper {
-        let why = pgkit::procfs::check().err();
-        let finder = if why.is_none() {
+        Sweeper {
+            found: None,
+            marks: BTreeMap::new(),
+            killed: BTreeSet::new(),
+            warned: false,
+            why: None,
+        }
+    }
+
+    /// How the tree is found (decided on the first call).
+    pub fn finder(&mut self) -> Finder {
+        if let Some(finder) = self.found {
+            return finder;
+        }
+        self.why = pgkit::procfs::check().err();
+        let finder = if self.why.is_none() {
             Finder::Proc
         } else if reap::is_pid1() {
             Finder::Namespace
         } else {
             Finder::Group
         };
-        Sweeper {
-            finder,
-            marks: BTreeMap::new(),
-            killed: BTreeSet::new(),
-            warned: false,
-            why,
-        }
+        self.found = Some(finder);
+        finder
     }
 
     /// A new stage (stop signal, then KILL): nobody is marked yet.
@@ -82,8 +93,8 @@ impl Sweeper {
 
     /// Whether the group of `pinned` must stay pinned (unreaped leader):
     /// only where the group is how leftovers are reached.
-    pub fn needs_pin(&self) -> bool {
-        self.finder == Finder::Group
+    pub fn needs_pin(&mut self) -> bool {
+        self.finder() == Finder::Group
     }
 
     /// Send `sig` to every live descendant not yet marked in this stage
@@ -91,7 +102,20 @@ impl Sweeper {
     /// `pinned` is COMMAND or the cleanup, when still unreaped. Returns
     /// how many processes got it (1 where they cannot be counted).
     pub fn round(&mut self, sig: Signal, pinned: Option<&Child>) -> usize {
-        match self.finder {
+        // Our one child the pinned process, exited, or no child at all:
+        // there is nothing to signal, however the tree would be found. One
+        // read of our children file, which names exactly our children
+        // whatever PID namespace /proc shows (another's has no task of ours
+        // under our own pid).
+        if let Some(children) = pgkit::procfs::own_children() {
+            let leader = pinned
+                .filter(|c| !c.is_reaped() && c.exit_status().is_some())
+                .map(|c| c.pid());
+            if children.iter().all(|&c| Some(c) == leader) {
+                return 0;
+            }
+        }
+        match self.finder() {
             Finder::Proc => self.proc_round(sig),
             Finder::Namespace => {
                 self.warn_once("signalling every process of the PID namespace instead");
@@ -137,11 +161,11 @@ impl Sweeper {
     fn proc_round(&mut self, sig: Signal) -> usize {
         let Some(tree) = descend::descendants() else {
             self.why = Some(pgkit::procfs::diagnose());
-            self.finder = if reap::is_pid1() {
+            self.found = Some(if reap::is_pid1() {
                 Finder::Namespace
             } else {
                 Finder::Group
-            };
+            });
             return 0;
         };
         let me = std::process::id() as i32;
@@ -194,7 +218,7 @@ impl Sweeper {
     /// `group` (COMMAND's, which got it from the forward). Where the tree
     /// cannot be walked, COMMAND's group is all that can be reached.
     pub fn stop_all(&mut self, sig: Signal, group: i32) {
-        if self.finder != Finder::Proc {
+        if self.finder() != Finder::Proc {
             self.warn_once("--stop-all reaches COMMAND's process group only");
             return;
         }
@@ -229,7 +253,7 @@ impl Sweeper {
     /// depth the walk did not see). Cheap: one read of our children list,
     /// and a start-time check only for a process first seen deeper down.
     pub fn new_children(&mut self, except: Option<i32>) -> bool {
-        if self.finder != Finder::Proc {
+        if self.finder() != Finder::Proc {
             return false;
         }
         let Some(children) = descend::children() else {
