@@ -791,6 +791,9 @@ struct Expect {
     reap_env: Option<(i32, &'static str)>,
     /// Leftovers of the root's group are allowed (no graceful saw them out).
     group_may_stay: bool,
+    /// reap's back was killed, then its front before it was done: no
+    /// process of reap was left to run the cleanup or end the leftovers.
+    unguarded: bool,
 }
 
 /// Choices for orders the contract does not fix; [`expectations`] tries
@@ -1456,11 +1459,13 @@ fn expectations(sc: &Scenario) -> BTreeSet<Expect> {
         let inner_graceful_done = matches!(sc.layers[k - 1], Tool::Graceful(_))
             && !sim.layers[k - 1].killed
             && (sc.mode != Mode::NoProc || sim.layers[k - 1].stop_sent);
+        let unguarded = sim.layers.iter().any(|l| l.back_killed && l.killed);
         if let Some(status) = sim.final_status {
             out.insert(Expect {
                 status,
                 reap_env: sim.reap_env,
                 group_may_stay: !inner_graceful_done,
+                unguarded,
             });
         }
         if sampling {
@@ -1785,7 +1790,8 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
             // back and cleanup included (the contract's "kill of the
             // machine").
             let outer_pid1 = sc.mode == Mode::Pid1 && i > 0;
-            if n != 1 && !((faulty || outer_pid1) && n == 0) && (ready || n > 1) {
+            let unguarded = expects.iter().any(|e| e.unguarded);
+            if n != 1 && !((faulty || outer_pid1 || unguarded) && n == 0) && (ready || n > 1) {
                 add("cleanup", format!("the cleanup ran {n} times"));
             }
             if let Some(line) = cleanups.first() {
@@ -1817,12 +1823,16 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
 
     // Leftovers.
     let group_may_stay = expects.iter().any(|e| e.group_may_stay) || faulty;
+    // Both of reap's processes killed: nothing ends what is left.
+    let anything_may_stay = expects.iter().any(|e| e.unguarded);
     for line in rep.lines.iter().filter(|l| l.starts_with("leftover ")) {
         let node = line
             .split_whitespace()
             .find_map(|t| t.strip_prefix("node="))
             .and_then(|n| n.parse::<usize>().ok());
-        let allowed = if reap_at.is_some() {
+        let allowed = if anything_may_stay && node.is_some() {
+            true
+        } else if reap_at.is_some() {
             false
         } else {
             match node {
