@@ -444,21 +444,7 @@ fn adopted_orphans_are_reaped_at_once() {
 /// wake-up per exit, and none is left a zombie.
 #[test]
 fn a_burst_of_orphans_is_reaped_in_batches_not_one_wake_up_per_exit() {
-    let mut run = Run::new(bin("graceful"))
-        .args(["--", "sh", "-c", crate::reap_kit::BURST])
-        .stdin_piped()
-        .watchdog(Duration::from_secs(240))
-        .spawn();
-    let pid = run.pid();
-    let (wakes, elapsed) = crate::reap_kit::orphan_burst(&mut run, pid);
-    let bound = crate::reap_kit::burst_bound(elapsed);
-    assert!(
-        wakes <= bound,
-        "graceful went to sleep {wakes} times for {} orphans in {elapsed:?} (at most {bound})",
-        crate::reap_kit::ORPHANS
-    );
-    run.write_stdin("done\n");
-    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    crate::reap_kit::burst_is_batched("graceful", "graceful", |run| run.pid());
 }
 
 #[test]

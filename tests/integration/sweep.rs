@@ -66,20 +66,7 @@ fn two_thousand_double_forked_orphans_leave_no_zombie() {
 /// and still leaves no zombie.
 #[test]
 fn a_burst_of_orphans_is_reaped_in_batches_not_one_wake_up_per_exit() {
-    let mut run = reap(["--", "sh", "-c", crate::reap_kit::BURST])
-        .stdin_piped()
-        .watchdog(Duration::from_secs(240))
-        .spawn();
-    let back = back_of(run.pid());
-    let (wakes, elapsed) = crate::reap_kit::orphan_burst(&mut run, back);
-    let bound = crate::reap_kit::burst_bound(elapsed);
-    assert!(
-        wakes <= bound,
-        "reap's back went to sleep {wakes} times for {} orphans in {elapsed:?} (at most {bound})",
-        crate::reap_kit::ORPHANS
-    );
-    run.write_stdin("done\n");
-    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    crate::reap_kit::burst_is_batched("reap", "reap's back", |run| back_of(run.pid()));
 }
 
 #[test]

@@ -128,7 +128,7 @@ pub fn field(line: &str, key: &str) -> i32 {
 /// how often it went to sleep from the first to the last being reaped, and
 /// how long that took. `run` is a tool whose COMMAND is [`BURST`], waiting
 /// for a line on stdin to start; it is left waiting for a second line.
-pub fn orphan_burst(run: &mut Run, watched: i32) -> (u64, Duration) {
+fn orphan_burst(run: &mut Run, watched: i32) -> (u64, Duration) {
     run.expect_line("up", TIMEOUT);
     procfs::wait_until("the subreaper sleeps", TIMEOUT, || {
         procfs::state(watched) == Some('S')
@@ -157,6 +157,26 @@ pub const BURST: &str = "echo up; read x; i=0; while [ $i -lt 500 ]; do (true &)
 /// per exit, as before the hold, is ORPHANS whenever sh forks faster than
 /// one orphan per 3 ms (about ten times faster here); on a machine slower
 /// than that the bound is above ORPHANS and the check says nothing.
-pub fn burst_bound(elapsed: Duration) -> u64 {
+fn burst_bound(elapsed: Duration) -> u64 {
     elapsed.as_millis() as u64 * 3 / (2 * 5) + 20
+}
+
+/// `tool -- sh -c BURST`, the orphan burst under the subreaper that
+/// `watched` names (`who` in the message), checked: no more wake-ups than
+/// [`burst_bound`], no zombie left, and COMMAND's status at the end.
+pub fn burst_is_batched(tool: &str, who: &str, watched: impl FnOnce(&Run) -> i32) {
+    let mut run = Run::new(bin(tool))
+        .args(["--", "sh", "-c", BURST])
+        .stdin_piped()
+        .watchdog(Duration::from_secs(240))
+        .spawn();
+    let pid = watched(&run);
+    let (wakes, elapsed) = orphan_burst(&mut run, pid);
+    let bound = burst_bound(elapsed);
+    assert!(
+        wakes <= bound,
+        "{who} went to sleep {wakes} times for {ORPHANS} orphans in {elapsed:?} (at most {bound})"
+    );
+    run.write_stdin("done\n");
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
 }
