@@ -15,6 +15,8 @@
 //! safe: as PID 1, `kill(-1)` reaches exactly its namespace; otherwise
 //! COMMAND's group is signalled while COMMAND is kept unreaped (so the
 //! group's id cannot be reused), and any other descendant is waited for.
+//! A lack of descriptors is the one reason that passes: `/proc` is looked at
+//! again on every later wake while it is the reason.
 
 use pgkit::descend::{self, Proc, Sent};
 use pgkit::{reap, verbose, Child, Signal, Target};
@@ -64,13 +66,23 @@ impl Sweeper {
         }
     }
 
-    /// How the tree is found (decided on the first call).
+    /// How the tree is found: decided on the first call, and looked at
+    /// again on every later call while the reason not to walk `/proc` is a
+    /// lack of descriptors, which passes (COMMAND's reaping closes one). A
+    /// missing or foreign `/proc` is for good.
     pub fn finder(&mut self) -> Finder {
-        if let Some(finder) = self.found {
-            return finder;
+        match self.found {
+            Some(finder) if self.why != Some(pgkit::procfs::Unusable::NoDescriptor) => {
+                return finder
+            }
+            _ => {}
         }
+        let blind = self.found.is_some();
         self.why = pgkit::procfs::check().err();
         let finder = if self.why.is_none() {
+            if blind {
+                verbose!("/proc is usable again: every descendant can be found");
+            }
             Finder::Proc
         } else if reap::is_pid1() {
             Finder::Namespace

@@ -852,6 +852,105 @@ fn a_descriptor_limit_is_named_as_such_not_as_an_unusable_proc() {
     report(failures);
 }
 
+/// A lack of descriptors passes: once COMMAND is reaped (its pidfd closed),
+/// reap looks at `/proc` again and kills a leftover outside COMMAND's group,
+/// instead of waiting for it for ever as it must where `/proc` is missing.
+#[test]
+fn a_descriptor_limit_that_passes_leaves_no_leftover_waited_for() {
+    if let Some(why) = skip::needs_program("prlimit", "util-linux") {
+        return skip::skip(
+            "a_descriptor_limit_that_passes_leaves_no_leftover_waited_for",
+            &why,
+        );
+    }
+    // The escapee is in a session of its own and ignores TERM (exits on
+    // nothing): only a walk of /proc finds it, and only KILL ends it.
+    let script = "setsid \"$0\" --exit-on none & echo escapee=$!; read x";
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for limit in 4..=12 {
+        let mut run = Run::new("prlimit")
+            .arg(format!("--nofile={limit}:{limit}"))
+            .arg(bin("reap"))
+            .args(["--grace", "300ms", "--", "sh", "-c", script, &sigprobe()])
+            .stdin_piped()
+            .stderr_piped()
+            .spawn();
+        // Too few descriptors for reap's own pipes: refused, nothing started.
+        let deadline = Instant::now() + TIMEOUT;
+        let escapee = loop {
+            let lines = run.lines_so_far();
+            let pid = lines
+                .iter()
+                .find(|l| l.starts_with("escapee="))
+                .map(|l| field(l, "escapee"));
+            let ready = lines
+                .iter()
+                .filter_map(|l| crate::kit::Ready::parse(l))
+                .find(|r| Some(r.pid) == pid && r.sid == r.pid);
+            if let Some(r) = ready {
+                break Some(r.pid);
+            }
+            if let Some(status) = run.try_exit() {
+                if status.code() != Some(125) {
+                    failures.push(format!(
+                        "RLIMIT_NOFILE {limit}: reap ended {status:?} before COMMAND was ready \
+                         (refusing is 125): {}",
+                        run.stderr_so_far().trim()
+                    ));
+                }
+                break None;
+            }
+            if Instant::now() >= deadline {
+                failures.push(format!(
+                    "RLIMIT_NOFILE {limit}: the escapee was not ready after {TIMEOUT:?}"
+                ));
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let Some(escapee) = escapee else { continue };
+        ran += 1;
+        let mut guard = Guard::new();
+        guard.watch(escapee);
+        run.write_stdin("go\n");
+        let deadline = Instant::now() + TIMEOUT;
+        let status = loop {
+            if let Some(status) = run.try_exit() {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        match status {
+            None => failures.push(format!(
+                "RLIMIT_NOFILE {limit}: reap still runs {TIMEOUT:?} after COMMAND exited, \
+                 waiting for the escapee (pid {escapee}, alive: {:?}); stderr: {}",
+                guard.alive(),
+                run.stderr_so_far().trim()
+            )),
+            Some(status) => {
+                if status.code() != Some(0) {
+                    failures.push(format!(
+                        "RLIMIT_NOFILE {limit}: reap exited {status:?}, not COMMAND's 0"
+                    ));
+                }
+                if !guard.alive().is_empty() {
+                    failures.push(format!(
+                        "RLIMIT_NOFILE {limit}: reap exited and left the escapee {escapee}"
+                    ));
+                }
+            }
+        }
+    }
+    if ran == 0 {
+        failures.push("reap refused every limit from 4 to 12".into());
+    }
+    report(failures);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 11, 12. Signals during reap's split, widened with strace's delay injection
 
