@@ -37,8 +37,9 @@
 //! Runs: `chaos_bounded_run` runs PGWRAP_CHAOS_N scenarios (default 200)
 //! from seed PGWRAP_CHAOS_SEED (default 1), two at a time, and fails on any
 //! violation, listing each failing seed with its replay command;
-//! PGWRAP_CHAOS_ONE=SEED replays one with everything it saw. scripts/chaos
-//! N runs N of them.
+//! PGWRAP_CHAOS_ONE=SEED replays one with everything it saw (with
+//! PGWRAP_CHAOS_VERBOSE set, every tool of the chain also gets `-v`).
+//! scripts/chaos N runs N of them.
 
 use crate::forwarding::storms::Rng;
 use crate::kit::{bin, temp_dir};
@@ -601,8 +602,12 @@ impl Scenario {
         let chaosproc = bin("chaosproc").display().to_string();
         let mut v: Vec<String> = Vec::new();
         let dur = |ms: u64| format!("{ms}ms");
+        let verbose = std::env::var_os("PGWRAP_CHAOS_VERBOSE").is_some();
         for tool in &self.layers {
             v.push(bin(tool.name()).display().to_string());
+            if verbose {
+                v.push("-v".into());
+            }
             match tool {
                 Tool::Pgwrap(o) => {
                     if let Some(f) = &o.forward {
@@ -977,11 +982,17 @@ impl Sim<'_> {
         let delay = o.stop_delay;
         let l = &mut self.layers[i];
         if l.stop_sent {
-            let s = l.stop_sig;
-            return self.deliver(i + 1, s, t);
+            // A trigger during the grace is passed on again, as the stop
+            // signal for that trigger (graceful(1)): HUP then TERM sends
+            // HUP, then TERM.
+            return self.deliver(i + 1, stop, t);
         }
-        if l.triggered || delay == 0 {
-            // A second trigger ends the stop delay at once.
+        if l.triggered {
+            // A second trigger ends the stop delay at once: the held stop
+            // signal (the first trigger's) goes out now.
+            return self.send_stop(i, t);
+        }
+        if delay == 0 {
             l.triggered = true;
             l.stop_sig = stop;
             return self.send_stop(i, t);
@@ -1020,8 +1031,14 @@ impl Sim<'_> {
             // At the very start the root may not have set up its handling
             // yet: then the signal's default action ends it (the caller's
             // mask is blocked only for what the scenario blocks).
-            let early = t == 0 && root.term != Term::Default && !self.sc.blk.contains(&s);
-            if early && self.ch.either() {
+            // A signal the caller ignored is still ignored then (the tools
+            // keep it so for COMMAND), and is lost.
+            let early = t == 0 && !self.sc.blk.contains(&s);
+            let inherited = self.sc.ign.contains(&s);
+            if early && inherited && self.ch.either() {
+                return;
+            }
+            if early && !inherited && root.term != Term::Default && self.ch.either() {
                 return self.root_end(t, Outcome::Signal(s));
             }
             match root.term {
@@ -1679,6 +1696,9 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     let mut add = |kind: &'static str, detail: String| v.push(Violation { kind, detail });
     // Events the supervisor could not fire (their target was not known
     // yet, or already gone) did not happen: the model runs without them.
+    // Events are timed from the moment the tree was ready, which a fault
+    // (RLIMIT_NPROC: a node that cannot be forked) can hold back by up to
+    // 800 ms: the model then takes them that much later.
     let sent: Vec<usize> = rep
         .lines
         .iter()
@@ -1688,11 +1708,23 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
             how.starts_with("sent").then(|| n.parse().ok())?
         })
         .collect();
+    let held = rep
+        .lines
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("ready ")?
+                .split_once(" at=")?
+                .1
+                .parse::<u64>()
+                .ok()
+        })
+        .filter(|&at| at > TOL / 2)
+        .unwrap_or(0);
     // Never fired at all (the chain was not up yet, or already over) is
     // the same as not sent.
     let unsent: Vec<usize> = (0..sc.events.len()).filter(|n| !sent.contains(n)).collect();
     let fired;
-    let sc = if unsent.is_empty() {
+    let sc = if unsent.is_empty() && held == 0 {
         sc
     } else {
         let mut c = sc.clone();
@@ -1701,7 +1733,11 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
             .iter()
             .enumerate()
             .filter(|(n, _)| !unsent.contains(n))
-            .map(|(_, e)| e.clone())
+            .map(|(_, e)| {
+                let mut e = e.clone();
+                e.at += held;
+                e
+            })
             .collect();
         fired = c;
         &fired
