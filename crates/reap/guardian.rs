@@ -29,14 +29,19 @@
 //!
 //! Front to back, the pipe carries one 12-byte record per signal (number,
 //! sender, `si_code`), written whole (atomic below `PIPE_BUF`). Back to
-//! front, a second pipe carries 8-byte records (tag, value): COMMAND's pid
-//! once started, its status once reaped, the cleanup's pid once started,
-//! "finished" right before the back exits or execs the cleanup, and each
-//! stop of COMMAND by the terminal, which the front repeats on itself so
-//! the shell sees the job stopped. The front never blocks on either: both
-//! ends are non-blocking, and once the back is gone or has become the
-//! cleanup (`--exec-cleanup`) the records are dropped, which is what the
-//! contract wants then.
+//! front, a second pipe carries 8-byte records (tag, value) for what the
+//! front must act on at once: each stop of COMMAND by the terminal, which
+//! the front repeats on itself so the shell sees the job stopped, and the
+//! start of the cleanup (STOPPING=1 to a service manager). The front never
+//! blocks on either: both ends are non-blocking, and once the back is gone
+//! or has become the cleanup (`--exec-cleanup`) the records are dropped,
+//! which is what the contract wants then.
+//!
+//! What the front needs only once the back has ended — COMMAND's pid once
+//! started, its status once reaped, the cleanup's pid once started,
+//! "finished" right before the back exits or execs the cleanup — the back
+//! leaves on a shared page ([`pgkit::board`]) instead: writing it wakes
+//! nobody, so a start and an exit of COMMAND cost the front no wake-up.
 //!
 //! A storm of signals can fill the pipe (64 KiB, about 5 000 records) faster
 //! than the back empties it. The front then keeps the records it could not
@@ -44,12 +49,13 @@
 //! signals wait in the kernel meanwhile (realtime ones queued, standard ones
 //! pending), so none is lost and the front's memory stays bounded.
 
+use pgkit::board::Board;
 use pgkit::notify::Relay;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::{exit, fork, poll, reap, tty, verbose, Child, Error, SigSet, Signal, Status};
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
 
 /// A signal record, front to back.
@@ -59,11 +65,13 @@ const NEWS: usize = 8;
 
 /// The tags of the back's records.
 const STOPPED: u32 = 1;
-const COMMAND: u32 = 2;
-const STATUS: u32 = 3;
-const CLEANUP: u32 = 4;
-const FINISHED: u32 = 5;
 const STOPPING: u32 = 6;
+
+/// The slots of the board.
+const COMMAND: usize = 0;
+const STATUS: usize = 1;
+const CLEANUP: usize = 2;
+const FINISHED: usize = 3;
 
 /// Which side of the split this process is.
 pub enum Split {
@@ -86,10 +94,11 @@ pub enum Detach {
 pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
     let (sig_read, sig_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
     let (ctl_read, ctl_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
+    let board = Board::new().map_err(|e| Error::sys("map a page for the subreaper process", e))?;
     let front_pgid = tty::own_group();
     match fork::fork().map_err(|e| Error::sys("fork the subreaper process", e))? {
         Some(back) => {
-            drop((sig_read, ctl_write));
+            drop(sig_read);
             // If the back dies, its orphans (COMMAND first) come to us,
             // not to init, and we can still keep the promise.
             if let Err(e) = reap::become_subreaper() {
@@ -103,8 +112,9 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
                 to_back: Some(File::from(sig_write)),
                 backlog: Vec::new(),
                 from_back: Some(File::from(ctl_read)),
+                _hold: ctl_write,
                 partial: Vec::new(),
-                news: BackNews::default(),
+                board,
                 relay: None,
             }))
         }
@@ -139,6 +149,7 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
                 },
                 ToFront {
                     to_front: Rc::new(File::from(ctl_write)),
+                    board: Rc::new(board),
                     front_pgid,
                 },
                 signals,
@@ -161,6 +172,17 @@ pub struct BackNews {
     pub finished: bool,
 }
 
+impl BackNews {
+    fn from_board(board: &Board) -> BackNews {
+        BackNews {
+            command: board.get(COMMAND),
+            status: board.get(STATUS).and_then(decode_status),
+            cleanup: board.get(CLEANUP),
+            finished: board.get(FINISHED).is_some(),
+        }
+    }
+}
+
 /// The back ended without saying it finished: killed (or crashed). The
 /// front carries on with this (see [`crate::phases::Back::recover`]).
 pub struct LostBack {
@@ -177,9 +199,15 @@ pub struct Front {
     /// Records for the back that did not fit in the pipe yet.
     backlog: Vec<u8>,
     from_back: Option<File>,
+    /// A write end of the back's pipe, never written: the pipe then never
+    /// reaches end of file, which the back's exit would otherwise signal
+    /// to `poll` a moment before its pidfd, as a wake-up of its own. The
+    /// pidfd (or SIGCHLD) says when the back has ended.
+    _hold: OwnedFd,
     /// The start of a record from the back, not read whole yet.
     partial: Vec<u8>,
-    news: BackNews,
+    /// What the back has left for us (read once it has ended).
+    board: Board,
     /// COMMAND's notification socket: the front, the unit's main process,
     /// relays it (systemd takes messages from the main pid only).
     relay: Option<Relay>,
@@ -223,9 +251,11 @@ impl Front {
             };
             if let Some(status) = exited {
                 self.back.reap();
-                // Everything it wrote before it ended is in the pipe.
+                // Everything it wrote before it ended is in the pipe, and
+                // on the board.
                 self.read_back(false);
-                if self.news.finished {
+                let news = BackNews::from_board(&self.board);
+                if news.finished {
                     // The socket goes with the relay.
                     drop(self.relay.take());
                     exit::finish(status);
@@ -233,7 +263,7 @@ impl Front {
                 let lost = LostBack {
                     pid: self.back.pid(),
                     status,
-                    news: self.news,
+                    news,
                 };
                 return (lost, signals, self.relay.take());
             }
@@ -350,10 +380,6 @@ impl Front {
                         }
                         _ => {}
                     },
-                    COMMAND => self.news.command = Some(value),
-                    STATUS => self.news.status = decode_status(value),
-                    CLEANUP => self.news.cleanup = Some(value),
-                    FINISHED => self.news.finished = true,
                     STOPPING => {
                         if let Some(relay) = &self.relay {
                             verbose!("the cleanup starts: STOPPING=1 to the service manager");
@@ -470,6 +496,7 @@ impl BackLink {
 #[derive(Clone)]
 pub struct ToFront {
     to_front: Rc<File>,
+    board: Rc<Board>,
     /// The front's process group: the shell's job, which gets the terminal
     /// back while COMMAND is stopped or gone.
     pub front_pgid: i32,
@@ -489,15 +516,15 @@ impl ToFront {
     }
 
     pub fn command_started(&self, pid: i32) {
-        self.send(COMMAND, pid);
+        self.board.set(COMMAND, pid);
     }
 
     pub fn command_status(&self, status: Status) {
-        self.send(STATUS, encode_status(status));
+        self.board.set(STATUS, encode_status(status));
     }
 
     pub fn cleanup_started(&self, pid: i32) {
-        self.send(CLEANUP, pid);
+        self.board.set(CLEANUP, pid);
     }
 
     /// The cleanup starts: the front sends `STOPPING=1` to the service
@@ -509,7 +536,7 @@ impl ToFront {
     /// Right before the back exits, or execs the cleanup: whatever ends the
     /// back from now on is reap's final status, not a loss.
     pub fn finished(&self) {
-        self.send(FINISHED, 0);
+        self.board.set(FINISHED, 1);
     }
 }
 

@@ -16,6 +16,7 @@
 //! | `descend`   | finding and signalling every descendant, escapees included        |
 //! | `pidfd`     | pidfds opened (with their fallbacks), signals sent through them   |
 //! | `fork`      | a second process of the tool, and the pipes that link the two     |
+//! | `board`     | a shared page the two write and read without waking each other    |
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
 //! | `deadline`  | a deadline kept to the microsecond (timerfd), for `poll`          |
@@ -63,6 +64,7 @@
 //! This crate is the only place of the suite with `unsafe`; each block says why
 //! it is sound in a `// SAFETY:` line.
 
+pub mod board;
 pub mod child;
 pub mod cli;
 pub mod deadline;
