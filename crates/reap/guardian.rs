@@ -151,6 +151,7 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
                     to_front: Rc::new(File::from(ctl_write)),
                     board: Rc::new(board),
                     front_pgid,
+                    relays: false,
                 },
                 signals,
             ))
@@ -500,6 +501,8 @@ pub struct ToFront {
     /// The front's process group: the shell's job, which gets the terminal
     /// back while COMMAND is stopped or gone.
     pub front_pgid: i32,
+    /// The front relays COMMAND's notification socket (see [`ToFront::stopping`]).
+    pub relays: bool,
 }
 
 impl ToFront {
@@ -530,7 +533,11 @@ impl ToFront {
     /// The cleanup starts: the front sends `STOPPING=1` to the service
     /// manager (it is the unit's main process).
     pub fn stopping(&self) {
-        self.send(STOPPING, 0);
+        // Without a service manager to tell, there is no reason to wake the
+        // front.
+        if self.relays {
+            self.send(STOPPING, 0);
+        }
     }
 
     /// Right before the back exits, or execs the cleanup: whatever ends the

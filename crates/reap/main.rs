@@ -83,8 +83,9 @@ fn run() -> ! {
                 pgkit::warn!("{line}");
                 exit::exit_code(pgkit::error::TOOL_FAILED)
             }
-            Split::Back(link, to_front, signals) => {
+            Split::Back(link, mut to_front, signals) => {
                 // The front relays; this copy only passes the path on.
+                to_front.relays = relay.is_some();
                 drop(relay.take().map(notify::Relay::disown));
                 reap::become_subreaper()
                     .unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
