@@ -532,7 +532,7 @@ impl Machine {
             }
             Event::Signal(sig, _) if sig == Signal::CHLD => Vec::new(),
             Event::Signal(sig, from)
-                if for_command && stage == Stage::Wait && stop_requests().contains(sig) =>
+                if for_command && stage == Stage::Wait && self.params.is_stop_request(sig) =>
             {
                 self.cancel = true;
                 let mut actions = vec![Action::Say(Note::StoppingLeftovers(sig, from))];

@@ -61,3 +61,52 @@ fn nohup_an_option_that_names_hup_passes_it_on() {
         assert!(lines.iter().any(|l| l == "got-hup"), "{tool}: {lines:?}");
     }
 }
+
+/// Once COMMAND has exited, `--keep-orphans` waits for the leftovers; a
+/// stop request then stops them and makes the cause `cancel`. An ignored
+/// HUP is no stop request then either: the leftover is left alone and the
+/// cleanup's cause stays `exit`.
+#[test]
+fn nohup_reap_keep_orphans_does_not_stop_the_leftovers_on_an_ignored_hup() {
+    let mut run = Run::new("perl")
+        .args(["-e", "$SIG{HUP}='IGNORE'; exec @ARGV or die", "--"])
+        .arg(bin("reap"))
+        .args(["-v", "--keep-orphans", "--grace", "5s"])
+        .args(["-c", "echo cause=$REAP_CAUSE"])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "setsid \"$0\" --sleep-ms 1500 & read x; exit 0",
+        ])
+        .arg(crate::reap_kit::sigprobe())
+        .stdin_piped()
+        .stderr_piped()
+        .spawn();
+    let leftover = run.expect_ready(TIMEOUT);
+    run.write_stdin("go\n");
+    crate::procfs::wait_until("reap waits for the leftover", TIMEOUT, || {
+        run.stderr_so_far().contains("--keep-orphans")
+    });
+    run.signal(libc::SIGHUP);
+    let status = run.wait_exit(TIMEOUT);
+    run.expect_eof(TIMEOUT);
+    let lines = run.lines_so_far();
+    let stderr = run.stderr_so_far();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("got ")),
+        "the leftover {} got a signal: {lines:?}\n{stderr}",
+        leftover.pid
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == &format!("exit pid={}", leftover.pid)),
+        "the leftover did not end on its own: {lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l == "cause=exit"),
+        "an ignored HUP made a cancel: {lines:?}\n{stderr}"
+    );
+    assert_eq!(status.code(), Some(0), "{lines:?}\n{stderr}");
+}
