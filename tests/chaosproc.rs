@@ -397,12 +397,20 @@ fn argv0(pid: i32) -> String {
     first.rsplit('/').next().unwrap_or_default().to_string()
 }
 
-/// Whether the process runs `chaosproc cleanup`.
+/// Whether the process runs `chaosproc cleanup`, or the shell of a
+/// `--cleanup` that is about to exec it (`sh -c "exec '.../chaosproc'
+/// cleanup ..."`: with `--exec-cleanup` that shell is reap's back, between
+/// its exec and the shell's).
 fn is_cleanup(pid: i32) -> bool {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let mut args = raw.split(|&b| b == 0);
     let first = args.next().unwrap_or_default();
-    first.ends_with(b"chaosproc") && args.next() == Some(&b"cleanup"[..])
+    let second = args.next();
+    if first.ends_with(b"sh") && second == Some(&b"-c"[..]) {
+        let script = args.next().unwrap_or_default();
+        return script.windows(18).any(|w| w == b"chaosproc' cleanup");
+    }
+    first.ends_with(b"chaosproc") && second == Some(&b"cleanup"[..])
 }
 
 fn has_marker(pid: i32, needle: &[u8]) -> bool {

@@ -955,8 +955,9 @@ impl Sim<'_> {
                     // --stop-all: a stop request also reaches every other
                     // descendant at once (each inner tool, and COMMAND's
                     // group below them), whatever the layers between would
-                    // have passed on.
-                    if o.stop_all && STOPS.contains(&s) {
+                    // have passed on. At the very start (a signal pending
+                    // at exec) the tree below COMMAND may not be there yet.
+                    if o.stop_all && STOPS.contains(&s) && (t > 0 || self.ch.either()) {
                         for j in i + 2..=self.k() {
                             self.deliver(j, s, t);
                         }
