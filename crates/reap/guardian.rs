@@ -340,8 +340,8 @@ impl Front {
         );
     }
 
-    /// Read what the back has written, without blocking (to the end of
-    /// file once the back has exited). `follow`: act on stops — the back
+    /// Read what the back has written, without blocking (the pipe never
+    /// reaches end of file: we hold a write end). `follow`: act on stops — the back
     /// says COMMAND was stopped from the terminal: stop the same way (the
     /// shell then sees its job stopped); once continued, tell the back,
     /// which continues COMMAND. A stop read after the back exited is moot.
@@ -350,14 +350,10 @@ impl Front {
         while let Some(pipe) = self.from_back.as_mut() {
             let mut buf = [0u8; NEWS * 16];
             let n = match pipe.read(&mut buf) {
-                Ok(0) => {
-                    self.from_back = None;
-                    break;
-                }
-                Ok(n) => n,
+                Ok(n) if n > 0 => n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(_) => {
+                _ => {
                     self.from_back = None;
                     break;
                 }
