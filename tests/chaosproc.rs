@@ -413,6 +413,18 @@ fn is_cleanup(pid: i32) -> bool {
     first.ends_with(b"chaosproc") && second == Some(&b"cleanup"[..])
 }
 
+/// Whether SIGKILL is pending for the process (or its thread group).
+fn kill_pending(pid: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status.lines().any(|l| {
+        let hex = l
+            .strip_prefix("SigPnd:")
+            .or_else(|| l.strip_prefix("ShdPnd:"));
+        hex.and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+            .is_some_and(|set| set & (1 << (libc::SIGKILL - 1)) != 0)
+    })
+}
+
 fn has_marker(pid: i32, needle: &[u8]) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .map(|env| env.split(|&b| b == 0).any(|kv| kv == needle))
@@ -1092,6 +1104,18 @@ impl Sup {
             sleep_ms(nap);
         }
         let end = tool_end.unwrap_or_else(Instant::now);
+        // A process with SIGKILL pending (a parent-death signal the kernel
+        // sent as the tool died) is being killed, not left over; on a
+        // loaded machine it may still show as running for a moment.
+        let dying_since = Instant::now();
+        while dying_since.elapsed() < Duration::from_millis(500)
+            && self
+                .live_known()
+                .iter()
+                .any(|(pid, st)| st.state != 'Z' && kill_pending(*pid))
+        {
+            sleep_ms(5);
+        }
         // What is left of the scenario once the tool and its machinery ended.
         self.sample();
         self.read_log();
