@@ -71,11 +71,9 @@ impl Sweeper {
     /// lack of descriptors, which passes (COMMAND's reaping closes one). A
     /// missing or foreign `/proc` is for good.
     pub fn finder(&mut self) -> Finder {
-        match self.found {
-            Some(finder) if self.why != Some(pgkit::procfs::Unusable::NoDescriptor) => {
-                return finder
-            }
-            _ => {}
+        let passing = self.why == Some(pgkit::procfs::Unusable::NoDescriptor);
+        if let Some(finder) = self.found.filter(|_| !passing) {
+            return finder;
         }
         let blind = self.found.is_some();
         self.why = pgkit::procfs::check().err();
