@@ -72,6 +72,8 @@ fn run() -> ! {
         }
     };
     service.command_started();
+    // The grace's timer, open before any stop signal goes out.
+    pgkit::poll::open_timer();
     let machine = Machine::new(config.ladder(grace), config.timeout, Instant::now());
     events::started(child.pid(), child.pid(), pgkit::tty::own_session());
     verbose!(

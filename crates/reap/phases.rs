@@ -638,6 +638,8 @@ impl<'a> Back<'a> {
         match spawned {
             Ok(child) => {
                 self.service.command_started();
+                // The grace's timer, open before any stop signal goes out.
+                poll::open_timer();
                 if let Some(front) = &self.to_front {
                     front.command_started(child.pid());
                 }

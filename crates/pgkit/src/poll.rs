@@ -42,9 +42,23 @@ fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>) -> Vec
     (0..ours).collect()
 }
 
-/// The deadline timer of the process, made on the first wait with a
-/// deadline (a tool without deadlines never opens it).
+/// The deadline timer of the process: made by [`open_timer`], or else on
+/// the first wait with a deadline (a tool without deadlines never opens it).
 static TIMER: Mutex<Option<Timer>> = Mutex::new(None);
+
+/// Open the deadline timer now rather than on the first wait with a
+/// deadline. That first wait comes right after a stop signal is sent, and
+/// on a busy CPU the process signalled runs only once the tool sleeps: a
+/// first `timerfd_create` there (the kernel's slowest step of the wait,
+/// as it allocates the timer's file) delays its handler. A tool that
+/// knows it keeps deadlines calls this while it starts. Best effort: if it
+/// fails, the first wait tries again.
+pub fn open_timer() {
+    let mut timer = TIMER.lock().unwrap_or_else(|e| e.into_inner());
+    if timer.is_none() {
+        *timer = Timer::new().ok();
+    }
+}
 
 /// Wait until one of `fds` is readable (returns which, by index) or
 /// `deadline` passes (returns an empty list). `None` for `deadline` waits
