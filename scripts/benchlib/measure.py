@@ -343,7 +343,7 @@ def run(bins, quick, command):
             "events_subjects": {k: shown(v) for k, v in ev.items()}}
     try:
         log("startup")
-        data["startup"] = startup(t, 60 if q else 300)
+        data["startup"] = startup(t, 60 if q else 1500)
         data["instructions"], data["syscalls"] = counts(t)
         data["hyperfine"] = {} if q else hyperfine(t)
         log("memory and idle")
