@@ -19,6 +19,7 @@ mod sweep;
 mod terminal;
 
 use guardian::{Detach, Split};
+use machine::Params;
 use pgkit::sigfd::SignalFd;
 use pgkit::startup::{self, Startup};
 use pgkit::{cli, events, exit, log, notify, reap, tty, verbose, Error, SigSet};
@@ -69,7 +70,9 @@ fn run() -> ! {
         } else {
             Detach::Session
         };
-        match guardian::split(detach, caught).unwrap_or_else(|e| e.exit()) {
+        match guardian::split(detach, caught, Params::of(&config).direct())
+            .unwrap_or_else(|e| e.exit())
+        {
             Split::Front(front) => {
                 // Returns only if the back was lost before it finished.
                 // The front starts nothing that should get the activated

@@ -1,6 +1,8 @@
 //! pgwrap's signal rules: what is passed on, mapped or dropped, to whom, and
 //! that nothing is lost or polled for.
 
+/// reap's front signals COMMAND's group itself while COMMAND runs.
+pub mod gate;
 /// Signal storms at each tool: nothing forwarded is lost, nothing dropped gets through.
 pub mod storms;
 
