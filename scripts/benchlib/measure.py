@@ -89,6 +89,21 @@ def startup(t, runs):
             for k, v in times.items()}
 
 
+def startup_one_cpu(t, runs):
+    """startup() with the whole measured tree on one CPU (as latency_one_cpu):
+    a gap that stays the same there is work, not waiting for another CPU."""
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0 if 0 in cpus else min(cpus)})
+    try:
+        return startup(t, runs)
+    finally:
+        os.sched_setaffinity(0, cpus)
+
+
+# The subjects of startup_one_cpu: the floors and our static tools.
+ONE_CPU_STARTUP = ("floor", "floor --fork", "pgwrap", "graceful", "reap")
+
+
 def instructions(argv):
     """Instructions executed by the tool's own processes (callgrind; a
     fork of the tool, such as reap's subreaper process, is counted too)."""
@@ -344,6 +359,8 @@ def run(bins, quick, command):
     try:
         log("startup")
         data["startup"] = startup(t, 60 if q else 1500)
+        data["startup_one_cpu"] = startup_one_cpu(
+            {k: t[k] for k in ONE_CPU_STARTUP if k in t}, 60 if q else 1000)
         data["instructions"], data["syscalls"] = counts(t)
         data["hyperfine"] = {} if q else hyperfine(t)
         log("memory and idle")

@@ -220,6 +220,20 @@ def startup(d):
     L.append("")
     if no_insn:
         L += na_notes(no_insn, "n/a instructions") + [""]
+    one = d.get("startup_one_cpu")
+    if one:
+        def gap(f, a, b):
+            return overhead(f, a) - overhead(f, b)
+        pairs = [(a, b) for a, b in (("pgwrap", "floor"), ("graceful", "floor"),
+                                     ("reap", "floor --fork")) if a in one and b in one]
+        L += [f"With the whole measured tree on CPU 0 ({one['direct']['n']} runs each, "
+              "the same way): " + ", ".join(f"{k} {overhead(one, k):+.0f} µs" for k in one
+                                           if k != "direct")
+              + ". The gaps to the floors, on one CPU against every CPU: "
+              + ", ".join(f"{a} − {b} {gap(one, a, b):+.0f} against {gap(st, a, b):+.0f} µs"
+                          for a, b in pairs)
+              + ". A gap that stays on one CPU is work the processes do, not time spent "
+              "waiting for another CPU.", ""]
     if hyper:
         L += ["Cross-check, not interleaved: `hyperfine -N` means, "
               + ", ".join(f"{k} {v:.0f} µs" for k, v in hyper.items()) + ".", ""]
@@ -281,12 +295,14 @@ def latency(d):
          "",
          "CLOCK_MONOTONIC before `kill(2)` in the benchmark, and in COMMAND's",
          "handler (`scripts/bench-c/sigwatch.c`). `direct`: TERM sent to COMMAND",
-         "itself. reap's path has two hops: its front process hands the signal to",
-         "the subreaper process over a pipe.",
+         "itself. While COMMAND runs, reap's front process sends the signal to",
+         "COMMAND's group itself (one hop, as pgwrap), then hands it to the",
+         "subreaper process, which acts on it (the grace) without sending it again;",
+         "before Linux 6.9 the subreaper process sends it (two hops).",
          "",
          f"On the machine's {d['machine']['nproc']} CPUs, and with the whole measured tree on one CPU",
          f"(CPU 0, as `taskset -c 0`; {lat1['direct']['n']} runs each): the code path, without",
-         "the wake-up of another CPU at each hop.",
+         "the wake-up of another CPU.",
          "",
          "| tool | median µs | p90 µs | max µs | / direct | one CPU: median µs | p90 µs |",
          "|---|---:|---:|---:|---:|---:|---:|"]

@@ -184,6 +184,18 @@ def note_startup(d):
             f"against the floor's {overhead(st, 'floor'):.0f} us, and reap "
             f"{overhead(st, 'reap'):.0f} us ({ins('reap')} instructions in its two "
             "processes).")
+    one = d.get("startup_one_cpu") or {}
+    pairs = [(a, b) for a, b in (("pgwrap", "floor"), ("graceful", "floor"),
+                                 ("reap", "floor --fork")) if a in one and b in one and a in st]
+    if pairs:
+        gap = lambda f, a, b: overhead(f, a) - overhead(f, b)  # noqa: E731
+        text += (
+            " With the whole tree on one CPU the gaps to the floors are "
+            + ", ".join(f"{a} {gap(one, a, b):+.0f} us" for a, b in pairs)
+            + ", against " + ", ".join(f"{gap(st, a, b):+.0f}" for a, b in pairs)
+            + " on every CPU. What stays of a gap on one CPU is the work of the tool's "
+            "processes (the system calls and instructions above); what it loses there "
+            "was time spent waiting for another CPU.")
     return text
 
 
@@ -194,13 +206,19 @@ def note_latency(d):
     best = lambda f: min(latency_anchors(f).items(), key=lambda x: x[1])  # noqa: E731
     (b2, v2), (b1, v1) = best(lat), best(lat1)
     return (
-        "- **Signal latency.** reap has two hops by design: the front process, "
-        "which the supervisor signals, hands each signal over a pipe to the "
-        "subreaper process, which alone may signal COMMAND's group (it keeps "
-        "COMMAND unreaped, so the group's id cannot be reused). On every CPU: "
+        "- **Signal latency.** On every CPU: "
         f"{ours(lat)}, against {b2} {v2:.0f} us; with every process on one CPU "
-        f"(the code path alone): {ours(lat1)}, against {b1} {v1:.0f} us. Across "
-        "two CPUs each hop may also wake the other CPU.")
+        f"(the code path alone): {ours(lat1)}, against {b1} {v1:.0f} us. "
+        "Between its wake-up and the kill, pgwrap and graceful make two system calls "
+        "that tini makes none of (strace): the read of the signalfd (tini's "
+        "sigtimedwait returns the signal itself) and a waitid that sees a stop of "
+        "COMMAND before the stop signal goes out; reap's front makes the read (and, "
+        "at the first signal, the pidfd_open of COMMAND). The signalfd is what lets "
+        "one blocking call also wait for pidfds and the timer (tini wakes every "
+        "second instead). On one CPU the process signalled runs only once the tool "
+        "sleeps (perf sched), so the work after the kill counts too: graceful arms "
+        "the grace (waitid, timerfd_settime), and reap's front writes the record "
+        "that wakes the subreaper process, which may run before COMMAND.")
 
 
 def note_reaping(d):
