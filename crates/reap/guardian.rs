@@ -55,8 +55,8 @@
 //!   it before it acts on anything that ends the Run phase (COMMAND's exit,
 //!   the grace's end). The front raises its SENDING slot, then looks at the
 //!   gate, sends, writes the record, and lowers SENDING. The back closes,
-//!   then looks at SENDING, and if it is up, reads and acts on the front's
-//!   records until it is down. Both in one total order (`SeqCst`), so a
+//!   then reads and acts on the front's records, and again until it finds
+//!   SENDING down before a read. Both in one total order (`SeqCst`), so a
 //!   signal the front sent is always acted on in the Run phase, as the hop
 //!   would have: never during the sweep or the cleanup.
 //! - The signal goes through COMMAND's pidfd with
@@ -86,6 +86,7 @@ use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 /// A signal record, front to back.
 const RECORD: usize = 12;
@@ -112,6 +113,11 @@ const DONE: usize = 6;
 /// In a record's signal word: the front has sent the signal to COMMAND's
 /// group itself.
 const DELIVERED: i32 = 1 << 30;
+
+/// How long the back waits for the record of a signal the front is
+/// sending through the gate: a few system calls' time, unless the front
+/// is stopped or starved right then.
+const SETTLE: Duration = Duration::from_millis(100);
 
 /// Which side of the split this process is.
 pub enum Split {
@@ -667,17 +673,41 @@ impl ToFront {
         }
     }
 
-    /// Close the gate; whether the front may be sending through it now
-    /// (then its record is to be acted on before anything else).
-    pub fn close_gate(&self) -> bool {
+    /// Close the gate, and take from `link` what the front handed over
+    /// until then, the record of every signal it sent through the gate
+    /// included (to be acted on before anything else): read at once, and
+    /// again after `wait` for as long as SENDING was up before the read
+    /// (at most [`SETTLE`]). Once SENDING is down, the record of what the
+    /// front sent is in the pipe, though the back's last wait may have come
+    /// too early to find it readable.
+    pub fn close_gate(
+        &self,
+        link: &mut BackLink,
+        mut wait: impl FnMut(&BackLink, Instant),
+    ) -> FromFront {
         if self.board.fetch(GATE) == Some(1) {
             self.board.put(GATE, 0);
         }
-        self.sending()
+        let mut out = FromFront {
+            signals: Vec::new(),
+            lost: false,
+        };
+        let until = Instant::now() + SETTLE;
+        loop {
+            let busy = self.sending();
+            let got = link.read();
+            out.signals.extend(got.signals);
+            out.lost |= got.lost;
+            let now = Instant::now();
+            if !busy || out.lost || now >= until {
+                return out;
+            }
+            wait(link, (now + Duration::from_millis(1)).min(until));
+        }
     }
 
     /// The front is between its look at the gate and its record.
-    pub fn sending(&self) -> bool {
+    fn sending(&self) -> bool {
         self.board.fetch(SENDING) == Some(1)
     }
 
@@ -690,6 +720,62 @@ impl ToFront {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The back's side of a split, over real pipes and a real board; the
+    /// test plays the front.
+    fn back_side() -> (ToFront, BackLink, File) {
+        let (sig_read, sig_write) = fork::pipe().unwrap();
+        let (_, ctl_write) = fork::pipe().unwrap();
+        let to_front = ToFront {
+            to_front: Rc::new(File::from(ctl_write)),
+            board: Rc::new(Board::new().unwrap()),
+            front_pgid: 0,
+            relays: false,
+        };
+        let link = BackLink {
+            from_front: Some(File::from(sig_read)),
+            buf: Vec::new(),
+        };
+        (to_front, link, File::from(sig_write))
+    }
+
+    fn delivered_term() -> [u8; RECORD] {
+        let mut record = [0u8; RECORD];
+        record[0..4].copy_from_slice(&(Signal::TERM.raw() | DELIVERED).to_ne_bytes());
+        record
+    }
+
+    #[test]
+    fn closing_the_gate_takes_the_record_of_a_send_already_over() {
+        // The front's whole turn came before the back closes the gate, and
+        // after the back's last wait: its record is unread in the pipe.
+        let (back, mut link, mut front) = back_side();
+        back.open_gate();
+        back.board.put(SENDING, 1);
+        front.write_all(&delivered_term()).unwrap();
+        back.board.put(SENDING, 0);
+        let got = back.close_gate(&mut link, |_, _| panic!("no wait: SENDING is down"));
+        assert_eq!(back.board.fetch(GATE), Some(0));
+        assert_eq!(got.signals.len(), 1, "the record of the signal sent");
+        assert_eq!(got.signals[0].0.signal, Signal::TERM);
+        assert!(got.signals[0].1, "marked as delivered");
+    }
+
+    #[test]
+    fn closing_the_gate_waits_for_a_send_under_way() {
+        let (back, mut link, mut front) = back_side();
+        back.open_gate();
+        back.board.put(SENDING, 1);
+        let mut waits = 0;
+        let got = back.close_gate(&mut link, |_, _| {
+            waits += 1;
+            front.write_all(&delivered_term()).unwrap();
+            back.board.put(SENDING, 0);
+        });
+        assert_eq!(waits, 1);
+        assert_eq!(got.signals.len(), 1);
+        assert!(got.signals[0].1);
+    }
 
     #[test]
     fn status_records() {

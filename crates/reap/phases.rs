@@ -17,7 +17,7 @@
 //! nothing.
 
 use crate::config::Config;
-use crate::guardian::{BackLink, LostBack, ToFront};
+use crate::guardian::{BackLink, FromFront, LostBack, ToFront};
 use crate::machine::{Action, Env, Event, Machine, Note, Params, Phase};
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
@@ -30,15 +30,10 @@ use pgkit::{descend, events, poll, reap, verbose, Child, Signal, Status, Target}
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The budget exported to COMMAND, as graceful does (its `--grace` in ms).
 const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
-
-/// How long the back waits for the record of a signal the front is
-/// sending through the gate (see guardian.rs): a few system calls' time,
-/// unless the front is stopped or starved right then.
-const SETTLE: Duration = Duration::from_millis(100);
 
 /// Where an event of the inbox comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,30 +84,38 @@ impl Inbox {
         if let Some(relay) = self.relay.as_mut() {
             relay.relay();
         }
-        if let Some(front) = self.front.as_mut().filter(|_| self.front_ready) {
-            let got = front.read();
-            events.extend(got.signals.into_iter().map(|(r, delivered)| {
+        if self.front_ready {
+            events.extend(self.take_front());
+        }
+        events
+    }
+
+    /// What the front's pipe holds now (not waited for).
+    fn take_front(&mut self) -> Vec<(Event, Origin)> {
+        let Some(front) = self.front.as_mut() else {
+            return Vec::new();
+        };
+        let got = front.read();
+        self.events_of(got)
+    }
+
+    /// The events of what the front's pipe brought.
+    fn events_of(&mut self, got: FromFront) -> Vec<(Event, Origin)> {
+        let mut events: Vec<(Event, Origin)> = (got.signals.into_iter())
+            .map(|(r, delivered)| {
                 let origin = if delivered {
                     Origin::Delivered
                 } else {
                     Origin::Front
                 };
                 (Event::Signal(r.signal, r.from), origin)
-            }));
-            if got.lost {
-                events.push((Event::FrontLost, Origin::Own));
-                self.front = None;
-            }
+            })
+            .collect();
+        if got.lost {
+            events.push((Event::FrontLost, Origin::Own));
+            self.front = None;
         }
         events
-    }
-
-    /// Sleep until the front's pipe is readable, or `deadline`.
-    fn wait_front(&mut self, deadline: Instant) {
-        if let Some(fd) = self.front.as_ref().and_then(|f| f.fd()) {
-            let ready = poll::wait(&[fd], Some(deadline));
-            self.front_ready = ready.contains(&0);
-        }
     }
 
     /// Sleep until a signal, a word from the front, `extra` (the pidfd of
@@ -366,31 +369,19 @@ impl<'a> Back<'a> {
     /// through it. `false` if acting on the front's records changed the
     /// phase: the caller then looks again.
     fn close_gate(&mut self) -> bool {
-        let Some(front) = self.to_front.clone() else {
+        let (Some(front), Some(link)) = (self.to_front.as_ref(), self.inbox.front.as_mut()) else {
             return true;
         };
-        if !front.close_gate() {
-            return true;
-        }
+        let got = front.close_gate(link, |link, deadline| {
+            if let Some(fd) = link.fd() {
+                poll::wait(&[fd], Some(deadline));
+            }
+        });
         let phase = self.machine.phase();
-        let until = Instant::now() + SETTLE;
-        loop {
-            // Down before the read: the record is in the pipe by then.
-            let busy = front.sending();
-            self.inbox.front_ready = true;
-            for (event, origin) in self.inbox.take() {
-                self.feed_from(event, origin);
-            }
-            if self.machine.phase() != phase {
-                return false;
-            }
-            let now = Instant::now();
-            if !busy || now >= until || self.inbox.front.is_none() {
-                return true;
-            }
-            self.inbox
-                .wait_front((now + Duration::from_millis(1)).min(until));
+        for (event, origin) in self.inbox.events_of(got) {
+            self.feed_from(event, origin);
         }
+        self.machine.phase() == phase
     }
 
     /// The deadline, if it is reached.
