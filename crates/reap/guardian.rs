@@ -436,8 +436,14 @@ impl Front {
             return false;
         }
         if self.command.is_none() {
-            let Some(Ok(fd)) = self.board.get(COMMAND).map(pgkit::pidfd::open_raw) else {
-                return false;
+            let fd = match self.board.get(COMMAND).map(pgkit::pidfd::open_raw) {
+                Some(Ok(fd)) => fd,
+                Some(Err(e)) if pgkit::pidfd::unsupported(&e) => {
+                    verbose!("no pidfds here ({e}): every signal takes the subreaper process");
+                    self.direct = SigSet::EMPTY;
+                    return false;
+                }
+                _ => return false,
             };
             // Still open after the open: COMMAND was not reaped before it,
             // so the descriptor names COMMAND.
