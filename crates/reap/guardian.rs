@@ -405,21 +405,17 @@ impl Front {
             self.flush();
             self.board.put(SENDING, 0);
         }
-        if delivered {
-            verbose!(
-                "received {} from pid {}: sent to COMMAND's group, and handed to pid {}",
-                r.signal,
-                r.from,
-                self.back.pid()
-            );
+        let how = if delivered {
+            "sent to COMMAND's group, and handed"
         } else {
-            verbose!(
-                "received {} from pid {}: handed to pid {}",
-                r.signal,
-                r.from,
-                self.back.pid()
-            );
-        }
+            "handed"
+        };
+        verbose!(
+            "received {} from pid {}: {how} to pid {}",
+            r.signal,
+            r.from,
+            self.back.pid()
+        );
     }
 
     /// Send `sig` to COMMAND's group through the gate, if it is open and
