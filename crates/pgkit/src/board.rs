@@ -36,6 +36,10 @@ pub struct Board {
 impl Board {
     /// Map a new, empty board. Fork after this: the child shares it.
     pub fn new() -> io::Result<Board> {
+        // Populated now, in this process: the fork does not copy a shared
+        // mapping's page tables, so the child faults it in at its first use
+        // while this process never does (its first use may be on the path
+        // of a signal).
         // SAFETY: a fresh anonymous mapping at an address the kernel picks;
         // it overlaps nothing of ours.
         let ptr = unsafe {
@@ -43,7 +47,7 @@ impl Board {
                 std::ptr::null_mut(),
                 PAGE,
                 rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                rustix::mm::MapFlags::SHARED,
+                rustix::mm::MapFlags::SHARED | rustix::mm::MapFlags::POPULATE,
             )?
         };
         let slots = NonNull::new(ptr.cast::<AtomicU64>())

@@ -118,7 +118,12 @@ pub fn wait_io(
         drop(timer);
         return after_failure(&e.into(), ours, deadline);
     }
-    FAILURES.store(0, Ordering::Relaxed);
+    // Written only when it changes: after reap's fork, a store to this page
+    // on every wake would be the front's copy-on-write fault on the path
+    // of the first signal.
+    if FAILURES.load(Ordering::Relaxed) != 0 {
+        FAILURES.store(0, Ordering::Relaxed);
+    }
     pfds[..ours]
         .iter()
         .enumerate()
