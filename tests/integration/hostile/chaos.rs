@@ -1308,7 +1308,14 @@ impl Sim<'_> {
                     Target::Back(i) => {
                         let before_cleanup = self.ch.either();
                         let l = &mut self.layers[i];
-                        if !l.gone && l.child_done.is_none() {
+                        if l.gone && l.killed {
+                            // The front was killed before: the back, which
+                            // outlives it, may still be waiting for leftovers
+                            // it cannot signal (no /proc: COMMAND's group
+                            // only). Now both are killed, and nothing ends
+                            // what is left.
+                            l.back_killed = true;
+                        } else if !l.gone && l.child_done.is_none() {
                             l.back_killed = true;
                             self.kill(i + 1, t);
                         } else if !l.gone {
@@ -1438,6 +1445,19 @@ impl Sim<'_> {
             }
             let (lo, _, ev) = self.queue.remove(pick);
             self.step(ev, lo);
+        }
+        // reap's back outlives the chain's end when its front was killed
+        // (it may still wait for leftovers it cannot signal): a kill of
+        // the back that comes later still leaves both killed.
+        for (_, _, ev) in std::mem::take(&mut self.queue) {
+            if let Ev::External(n) = ev {
+                if let Target::Back(i) = self.sc.events[n].target {
+                    let l = &mut self.layers[i];
+                    if l.gone && l.killed {
+                        l.back_killed = true;
+                    }
+                }
+            }
         }
     }
 }
