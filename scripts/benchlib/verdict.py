@@ -217,8 +217,7 @@ def note_latency(d):
         "one blocking call also wait for pidfds and the timer (tini wakes every "
         "second instead). On one CPU the process signalled runs only once the tool "
         "sleeps (perf sched), so the work after the kill counts too: graceful arms "
-        "the grace (waitid, timerfd_settime), and reap's front writes the record "
-        "that wakes the subreaper process, which may run before COMMAND.")
+        "the grace (waitid, timerfd_settime).")
 
 
 def note_reaping(d):
