@@ -799,6 +799,10 @@ struct Expect {
     /// reap's back was killed, then its front before it was done: no
     /// process of reap was left to run the cleanup or end the leftovers.
     unguarded: bool,
+    /// reap's back was killed once the cleanup had started (its own, or
+    /// itself with --exec-cleanup): the cleanup is not run again, and the
+    /// front kills what is left of it (reap(1)), maybe before it said a word.
+    cleanup_may_die: bool,
 }
 
 /// Choices for orders the contract does not fix; [`expectations`] tries
@@ -1498,12 +1502,15 @@ fn expectations(sc: &Scenario) -> BTreeSet<Expect> {
             && !sim.layers[k - 1].killed
             && (sc.mode != Mode::NoProc || sim.layers[k - 1].stop_sent);
         let unguarded = sim.layers.iter().any(|l| l.back_killed && l.killed);
+        let cleanup_may_die = (sim.layers.iter())
+            .any(|l| l.cleanup_killed || (l.back_killed && !l.lost_env && l.child_done.is_some()));
         if let Some(status) = sim.final_status {
             out.insert(Expect {
                 status,
                 reap_env: sim.reap_env,
                 group_may_stay: !inner_graceful_done,
                 unguarded,
+                cleanup_may_die,
             });
         }
         if sampling {
@@ -1851,7 +1858,7 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
             // back and cleanup included (the contract's "kill of the
             // machine").
             let outer_pid1 = sc.mode == Mode::Pid1 && i > 0;
-            let unguarded = expects.iter().any(|e| e.unguarded);
+            let unguarded = expects.iter().any(|e| e.unguarded || e.cleanup_may_die);
             if n != 1 && !((faulty || outer_pid1 || unguarded) && n == 0) && (ready || n > 1) {
                 add("cleanup", format!("the cleanup ran {n} times"));
             }
