@@ -89,15 +89,22 @@ def startup(t, runs):
             for k, v in times.items()}
 
 
-def startup_one_cpu(t, runs):
-    """startup() with the whole measured tree on one CPU (as latency_one_cpu):
-    a gap that stays the same there is work, not waiting for another CPU."""
+def on_one_cpu(f, *args):
+    """f(*args) with this process, and so the whole measured tree (the
+    affinity is inherited), on CPU 0 where it may run there, as `taskset -c
+    0` would pin it."""
     cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {0 if 0 in cpus else min(cpus)})
     try:
-        return startup(t, runs)
+        return f(*args)
     finally:
         os.sched_setaffinity(0, cpus)
+
+
+def startup_one_cpu(t, runs):
+    """startup() with the whole measured tree on one CPU: a gap that stays
+    the same there is work, not waiting for another CPU."""
+    return on_one_cpu(startup, t, runs)
 
 
 # The subjects of startup_one_cpu: the floors and our static tools.
@@ -220,16 +227,9 @@ def latency(t, runs):
 
 
 def latency_one_cpu(t, runs):
-    """The same with every process on one CPU (CPU 0 where this process may
-    run there, as `taskset -c 0` would pin the whole measured tree: the
-    affinity is inherited): the code path alone, without the wake-ups of
-    another CPU."""
-    cpus = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {0 if 0 in cpus else min(cpus)})
-    try:
-        return latency(t, runs)
-    finally:
-        os.sched_setaffinity(0, cpus)
+    """The same with every process on one CPU: the code path alone, without
+    the wake-ups of another CPU."""
+    return on_one_cpu(latency, t, runs)
 
 
 # ---------------------------------------------------------------- stopping

@@ -49,7 +49,12 @@ pub fn unsupported(e: &io::Error) -> bool {
 
 /// `pidfd_send_signal(2)` with no siginfo (as `kill(2)` would send).
 pub fn send(fd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
-    // SAFETY: a valid pidfd, a signal number, a null siginfo and no flags;
+    send_flags(fd, sig, 0)
+}
+
+/// `pidfd_send_signal(2)` with no siginfo and `flags`.
+fn send_flags(fd: BorrowedFd<'_>, sig: Signal, flags: libc::c_uint) -> io::Result<()> {
+    // SAFETY: a valid pidfd, a signal number, a null siginfo and flags;
     // nothing is read or written through a pointer. (A raw call because
     // rustix's Signal may not carry 32 or 33: see the module doc.)
     let r = unsafe {
@@ -58,7 +63,7 @@ pub fn send(fd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
             fd.as_raw_fd(),
             sig.raw(),
             std::ptr::null::<libc::siginfo_t>(),
-            0,
+            flags,
         )
     };
     if r < 0 {
@@ -76,21 +81,7 @@ const SIGNAL_PROCESS_GROUP: libc::c_uint = 1 << 2;
 /// the processes of that process's group and never a group that took the
 /// number since. EINVAL before Linux 6.9 (see [`group_unsupported`]).
 pub fn send_group(fd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
-    // SAFETY: a valid pidfd, a signal number, a null siginfo and a flag;
-    // nothing is read or written through a pointer.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            sig.raw(),
-            std::ptr::null::<libc::siginfo_t>(),
-            SIGNAL_PROCESS_GROUP,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    send_flags(fd, sig, SIGNAL_PROCESS_GROUP)
 }
 
 /// Whether an error of [`send_group`] means the kernel (or a seccomp
