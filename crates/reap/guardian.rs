@@ -43,35 +43,6 @@
 //! leaves on a shared page ([`pgkit::board`]) instead: writing it wakes
 //! nobody, so a start and an exit of COMMAND cost the front no wake-up.
 //!
-//! The gate. Each hop costs a signal time: the front's record wakes the
-//! back, which then signals COMMAND's group. While COMMAND runs, most
-//! signals get no other treatment than that (the machine's
-//! `Params::direct`), so the front sends those to COMMAND's group itself,
-//! then writes the record marked as delivered: the back acts on it as on
-//! any other (the grace, the event log, `REAP_CAUSE`) but does not send
-//! it again. Three rules keep that as correct as the hop:
-//!
-//! - The back opens the gate (a board slot) once COMMAND runs, and closes
-//!   it before it acts on anything that ends the Run phase (COMMAND's exit,
-//!   the grace's end). The front raises its SENDING slot, then looks at the
-//!   gate, sends, writes the record, and lowers SENDING. The back closes,
-//!   then reads and acts on the front's records, and again until it finds
-//!   SENDING down before a read. Both in one total order (`SeqCst`), so a
-//!   signal the front sent is always acted on in the Run phase, as the hop
-//!   would have: never during the sweep or the cleanup.
-//! - The signal goes through COMMAND's pidfd with
-//!   `PIDFD_SIGNAL_PROCESS_GROUP`, which names the group by the pid the
-//!   descriptor holds, not by its number: it never reaches a stranger, even
-//!   if COMMAND were reaped meanwhile. The front opens that pidfd while the
-//!   gate is open, and keeps it only if the gate is still open after: the
-//!   back closes the gate before it reaps COMMAND, so the pid was COMMAND's.
-//! - Signals keep their order: the front sends one itself only once the
-//!   back has acted on every record it handed over without sending (a
-//!   CONT, a held stop request), by the count in the DONE slot.
-//!
-//! Where the kernel cannot (before Linux 6.9, or seccomp refuses the call)
-//! every signal takes the hop, as before.
-//!
 //! A storm of signals can fill the pipe (64 KiB, about 5 000 records) faster
 //! than the back empties it. The front then keeps the records it could not
 //! write and stops reading its signalfd until the pipe has room again: the
@@ -86,7 +57,6 @@ use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
 
 /// A signal record, front to back.
 const RECORD: usize = 12;
@@ -102,22 +72,6 @@ const COMMAND: usize = 0;
 const STATUS: usize = 1;
 const CLEANUP: usize = 2;
 const FINISHED: usize = 3;
-/// The gate (see "The gate" above): 1 while the front may signal COMMAND's
-/// group itself, put by the back.
-const GATE: usize = 4;
-/// 1 while the front is between its look at the gate and its record.
-const SENDING: usize = 5;
-/// How many of the front's records the back has acted on.
-const DONE: usize = 6;
-
-/// In a record's signal word: the front has sent the signal to COMMAND's
-/// group itself.
-const DELIVERED: i32 = 1 << 30;
-
-/// How long the back waits for the record of a signal the front is
-/// sending through the gate: a few system calls' time, unless the front
-/// is stopped or starved right then.
-const SETTLE: Duration = Duration::from_millis(100);
 
 /// Which side of the split this process is.
 pub enum Split {
@@ -137,7 +91,7 @@ pub enum Detach {
 }
 
 /// Fork the back. Errors here are reap's own (125): nothing has started.
-pub fn split(detach: Detach, caught: SigSet, direct: SigSet) -> Result<Split, Error> {
+pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
     let (sig_read, sig_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
     let (ctl_read, ctl_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
     let board = Board::new().map_err(|e| Error::sys("map a page for the subreaper process", e))?;
@@ -162,10 +116,6 @@ pub fn split(detach: Detach, caught: SigSet, direct: SigSet) -> Result<Split, Er
                 partial: Vec::new(),
                 board,
                 relay: None,
-                direct,
-                command: None,
-                handed: 0,
-                relayed: 0,
             }))
         }
         None => {
@@ -262,15 +212,6 @@ pub struct Front {
     /// COMMAND's notification socket: the front, the unit's main process,
     /// relays it (systemd takes messages from the main pid only).
     relay: Option<Relay>,
-    /// The signals the front may send to COMMAND's group itself (the
-    /// gate); emptied if the kernel cannot.
-    direct: SigSet,
-    /// COMMAND's pidfd, opened at the first signal sent through the gate.
-    command: Option<OwnedFd>,
-    /// Records handed over, and the number of the last one that was not
-    /// delivered (counts that wrap).
-    handed: u32,
-    relayed: u32,
 }
 
 impl Front {
@@ -386,81 +327,17 @@ impl Front {
             );
             return;
         }
-        let gated = self.direct.contains(r.signal);
-        if gated {
-            self.board.put(SENDING, 1);
-        }
-        let delivered = gated && self.deliver(r.signal);
-        self.handed = self.handed.wrapping_add(1);
-        if !delivered {
-            self.relayed = self.handed;
-        }
-        let word = r.signal.raw() | if delivered { DELIVERED } else { 0 };
         let mut record = [0u8; RECORD];
-        record[0..4].copy_from_slice(&word.to_ne_bytes());
+        record[0..4].copy_from_slice(&r.signal.raw().to_ne_bytes());
         record[4..8].copy_from_slice(&r.from.to_ne_bytes());
         record[8..12].copy_from_slice(&r.code.to_ne_bytes());
         self.backlog.extend_from_slice(&record);
-        if gated {
-            self.flush();
-            self.board.put(SENDING, 0);
-        }
-        let how = if delivered {
-            "sent to COMMAND's group, and handed"
-        } else {
-            "handed"
-        };
         verbose!(
-            "received {} from pid {}: {how} to pid {}",
+            "received {} from pid {}: handed to pid {}",
             r.signal,
             r.from,
             self.back.pid()
         );
-    }
-
-    /// Send `sig` to COMMAND's group through the gate, if it is open and
-    /// the back has acted on every record handed over without sending;
-    /// whether it was sent. SENDING is up (see "The gate").
-    fn deliver(&mut self, sig: Signal) -> bool {
-        let done = self.board.fetch(DONE).unwrap_or(0) as u32;
-        // Some record handed over without sending is still to be acted on.
-        if (done.wrapping_sub(self.relayed) as i32) < 0 {
-            return false;
-        }
-        let open = |board: &Board| board.fetch(GATE) == Some(1);
-        if !open(&self.board) {
-            return false;
-        }
-        if self.command.is_none() {
-            let fd = match self.board.get(COMMAND).map(pgkit::pidfd::open_raw) {
-                Some(Ok(fd)) => fd,
-                Some(Err(e)) if pgkit::pidfd::unsupported(&e) => {
-                    verbose!("no pidfds here ({e}): every signal takes the subreaper process");
-                    self.direct = SigSet::EMPTY;
-                    return false;
-                }
-                _ => return false,
-            };
-            // Still open after the open: COMMAND was not reaped before it,
-            // so the descriptor names COMMAND.
-            if !open(&self.board) {
-                return false;
-            }
-            self.command = Some(fd);
-        }
-        let Some(fd) = self.command.as_ref() else {
-            return false;
-        };
-        match pgkit::pidfd::send_group(fd.as_fd(), sig) {
-            Ok(()) => true,
-            Err(e) => {
-                if pgkit::pidfd::group_unsupported(&e) {
-                    verbose!("the kernel cannot signal a group by pidfd ({e}): every signal takes the subreaper process");
-                    self.direct = SigSet::EMPTY;
-                }
-                false
-            }
-        }
     }
 
     /// Read what the back has written, without blocking (the pipe never
@@ -550,8 +427,7 @@ pub struct BackLink {
 
 /// What the front's pipe brought.
 pub struct FromFront {
-    /// Each with whether the front sent it to COMMAND's group itself.
-    pub signals: Vec<(Received, bool)>,
+    pub signals: Vec<Received>,
     /// End of file: the front is gone.
     pub lost: bool,
 }
@@ -599,14 +475,12 @@ impl BackLink {
         let whole = self.buf.len() / RECORD * RECORD;
         for rec in self.buf[..whole].chunks_exact(RECORD) {
             let int = |i: usize| i32::from_ne_bytes([rec[i], rec[i + 1], rec[i + 2], rec[i + 3]]);
-            let word = int(0);
-            if let Some(signal) = Signal::from_raw(word & !DELIVERED) {
-                let received = Received {
+            if let Some(signal) = Signal::from_raw(int(0)) {
+                out.signals.push(Received {
                     signal,
                     from: int(4),
                     code: int(8),
-                };
-                out.signals.push((received, word & DELIVERED != 0));
+                });
             }
         }
         self.buf.drain(..whole);
@@ -667,117 +541,11 @@ impl ToFront {
     pub fn finished(&self) {
         self.board.set(FINISHED, 1);
     }
-
-    /// Open the gate: the front may send signals to COMMAND's group.
-    pub fn open_gate(&self) {
-        if self.board.fetch(GATE) != Some(1) {
-            self.board.put(GATE, 1);
-        }
-    }
-
-    /// Close the gate, and take from `link` what the front handed over
-    /// until then, the record of every signal it sent through the gate
-    /// included (to be acted on before anything else): read at once, and
-    /// again after `wait` for as long as SENDING was up before the read
-    /// (at most [`SETTLE`]). Once SENDING is down, the record of what the
-    /// front sent is in the pipe, though the back's last wait may have come
-    /// too early to find it readable.
-    pub fn close_gate(
-        &self,
-        link: &mut BackLink,
-        mut wait: impl FnMut(&BackLink, Instant),
-    ) -> FromFront {
-        if self.board.fetch(GATE) == Some(1) {
-            self.board.put(GATE, 0);
-        }
-        let mut out = FromFront {
-            signals: Vec::new(),
-            lost: false,
-        };
-        let until = Instant::now() + SETTLE;
-        loop {
-            let busy = self.sending();
-            let got = link.read();
-            out.signals.extend(got.signals);
-            out.lost |= got.lost;
-            let now = Instant::now();
-            if !busy || out.lost || now >= until {
-                return out;
-            }
-            wait(link, (now + Duration::from_millis(1)).min(until));
-        }
-    }
-
-    /// The front is between its look at the gate and its record.
-    fn sending(&self) -> bool {
-        self.board.fetch(SENDING) == Some(1)
-    }
-
-    /// The back has acted on `n` of the front's records (a count that wraps).
-    pub fn done(&self, n: u32) {
-        self.board.put(DONE, n as i32);
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The back's side of a split, over real pipes and a real board; the
-    /// test plays the front.
-    fn back_side() -> (ToFront, BackLink, File) {
-        let (sig_read, sig_write) = fork::pipe().unwrap();
-        let (_, ctl_write) = fork::pipe().unwrap();
-        let to_front = ToFront {
-            to_front: Rc::new(File::from(ctl_write)),
-            board: Rc::new(Board::new().unwrap()),
-            front_pgid: 0,
-            relays: false,
-        };
-        let link = BackLink {
-            from_front: Some(File::from(sig_read)),
-            buf: Vec::new(),
-        };
-        (to_front, link, File::from(sig_write))
-    }
-
-    fn delivered_term() -> [u8; RECORD] {
-        let mut record = [0u8; RECORD];
-        record[0..4].copy_from_slice(&(Signal::TERM.raw() | DELIVERED).to_ne_bytes());
-        record
-    }
-
-    #[test]
-    fn closing_the_gate_takes_the_record_of_a_send_already_over() {
-        // The front's whole turn came before the back closes the gate, and
-        // after the back's last wait: its record is unread in the pipe.
-        let (back, mut link, mut front) = back_side();
-        back.open_gate();
-        back.board.put(SENDING, 1);
-        front.write_all(&delivered_term()).unwrap();
-        back.board.put(SENDING, 0);
-        let got = back.close_gate(&mut link, |_, _| panic!("no wait: SENDING is down"));
-        assert_eq!(back.board.fetch(GATE), Some(0));
-        assert_eq!(got.signals.len(), 1, "the record of the signal sent");
-        assert_eq!(got.signals[0].0.signal, Signal::TERM);
-        assert!(got.signals[0].1, "marked as delivered");
-    }
-
-    #[test]
-    fn closing_the_gate_waits_for_a_send_under_way() {
-        let (back, mut link, mut front) = back_side();
-        back.open_gate();
-        back.board.put(SENDING, 1);
-        let mut waits = 0;
-        let got = back.close_gate(&mut link, |_, _| {
-            waits += 1;
-            front.write_all(&delivered_term()).unwrap();
-            back.board.put(SENDING, 0);
-        });
-        assert_eq!(waits, 1);
-        assert_eq!(got.signals.len(), 1);
-        assert!(got.signals[0].1);
-    }
 
     #[test]
     fn status_records() {

@@ -223,26 +223,6 @@ impl Params {
     fn is_stop_request(&self, sig: Signal) -> bool {
         self.forwards(sig) && stop_requests().contains(sig)
     }
-
-    /// The signals whose first action, received while COMMAND runs, is
-    /// `Action::Forward` of that very signal, whatever came before
-    /// ([`Machine::pass_on`]): the ones the front may send to COMMAND's
-    /// group itself while the Run phase lasts (guardian.rs, the gate).
-    /// Not CONT (the terminal's continue comes first), nor a job stop
-    /// (handled with the tool), nor a stop request that `--stop-delay` holds.
-    pub fn direct(&self) -> SigSet {
-        let mut not = SigSet::of(&[
-            Signal::CHLD,
-            Signal::CONT,
-            Signal::TSTP,
-            Signal::TTIN,
-            Signal::TTOU,
-        ]);
-        if self.stop_delay.is_some() {
-            not = not.union(stop_requests());
-        }
-        self.forward.minus(not)
-    }
 }
 
 #[derive(Debug)]

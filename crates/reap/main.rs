@@ -19,7 +19,6 @@ mod sweep;
 mod terminal;
 
 use guardian::{Detach, Split};
-use machine::Params;
 use pgkit::sigfd::SignalFd;
 use pgkit::startup::{self, Startup};
 use pgkit::{cli, events, exit, log, notify, reap, tty, verbose, Error, SigSet};
@@ -70,9 +69,7 @@ fn run() -> ! {
         } else {
             Detach::Session
         };
-        match guardian::split(detach, caught, Params::of(&config).direct())
-            .unwrap_or_else(|e| e.exit())
-        {
+        match guardian::split(detach, caught).unwrap_or_else(|e| e.exit()) {
             Split::Front(front) => {
                 // Returns only if the back was lost before it finished.
                 // The front starts nothing that should get the activated

@@ -17,7 +17,7 @@
 //! nothing.
 
 use crate::config::Config;
-use crate::guardian::{BackLink, FromFront, LostBack, ToFront};
+use crate::guardian::{BackLink, LostBack, ToFront};
 use crate::machine::{Action, Env, Event, Machine, Note, Params, Phase};
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
@@ -34,17 +34,6 @@ use std::time::Instant;
 
 /// The budget exported to COMMAND, as graceful does (its `--grace` in ms).
 const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
-
-/// Where an event of the inbox comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Origin {
-    /// The back's own signalfd, or the front's end (no record).
-    Own,
-    /// A record of the front's.
-    Front,
-    /// A record of the front's, for a signal it sent to COMMAND's group.
-    Delivered,
-}
 
 /// Where events come from: the back's own signalfd and the front's pipe.
 pub struct Inbox {
@@ -77,43 +66,24 @@ impl Inbox {
     }
 
     /// Everything that happened since the last call (drained, not waited for).
-    fn take(&mut self) -> Vec<(Event, Origin)> {
-        let mut events: Vec<(Event, Origin)> = (self.signals.drain().into_iter())
-            .map(|r| (Event::Signal(r.signal, r.from), Origin::Own))
+    fn take(&mut self) -> Vec<Event> {
+        let mut events: Vec<Event> = (self.signals.drain().into_iter())
+            .map(|r| Event::Signal(r.signal, r.from))
             .collect();
         if let Some(relay) = self.relay.as_mut() {
             relay.relay();
         }
-        if self.front_ready {
-            events.extend(self.take_front());
-        }
-        events
-    }
-
-    /// What the front's pipe holds now (not waited for).
-    fn take_front(&mut self) -> Vec<(Event, Origin)> {
-        let Some(front) = self.front.as_mut() else {
-            return Vec::new();
-        };
-        let got = front.read();
-        self.events_of(got)
-    }
-
-    /// The events of what the front's pipe brought.
-    fn events_of(&mut self, got: FromFront) -> Vec<(Event, Origin)> {
-        let mut events: Vec<(Event, Origin)> = (got.signals.into_iter())
-            .map(|(r, delivered)| {
-                let origin = if delivered {
-                    Origin::Delivered
-                } else {
-                    Origin::Front
-                };
-                (Event::Signal(r.signal, r.from), origin)
-            })
-            .collect();
-        if got.lost {
-            events.push((Event::FrontLost, Origin::Own));
-            self.front = None;
+        if let Some(front) = self.front.as_mut().filter(|_| self.front_ready) {
+            let got = front.read();
+            events.extend(
+                got.signals
+                    .into_iter()
+                    .map(|r| Event::Signal(r.signal, r.from)),
+            );
+            if got.lost {
+                events.push(Event::FrontLost);
+                self.front = None;
+            }
         }
         events
     }
@@ -165,11 +135,6 @@ pub struct Back<'a> {
     cleanup_logged: bool,
     /// The stop request held by `--stop-delay`, already logged.
     held_logged: Option<Signal>,
-    /// The signal being fed was sent to COMMAND's group by the front: its
-    /// `Action::Forward` is done already.
-    delivered: Option<Signal>,
-    /// How many of the front's records were acted on (a count that wraps).
-    front_done: u32,
 }
 
 impl<'a> Back<'a> {
@@ -198,8 +163,6 @@ impl<'a> Back<'a> {
             cleanup_logged: false,
             held_logged: None,
             kill_logged: false,
-            delivered: None,
-            front_done: 0,
         }
     }
 
@@ -310,8 +273,8 @@ impl<'a> Back<'a> {
             if self.machine.is_done() || until(phase) {
                 return;
             }
-            for (event, origin) in self.inbox.take() {
-                self.feed_from(event, origin);
+            for event in self.inbox.take() {
+                self.feed(event);
             }
             if self.machine.phase() != phase {
                 continue;
@@ -320,7 +283,6 @@ impl<'a> Back<'a> {
             if self.machine.phase() != phase {
                 continue;
             }
-            self.open_gate();
             let watched = self.leader.as_ref().filter(|c| c.exit_status().is_none());
             self.inbox
                 .wait(watched.and_then(|c| c.pidfd()), self.machine.deadline());
@@ -334,62 +296,9 @@ impl<'a> Back<'a> {
         }
     }
 
-    /// [`Back::feed`] for an event of the inbox; a record of the front's is
-    /// counted as done (see guardian.rs, the gate).
-    fn feed_from(&mut self, event: Event, origin: Origin) {
-        if let (Origin::Delivered, Event::Signal(sig, _)) = (origin, event) {
-            self.delivered = Some(sig);
-        }
-        self.feed(event);
-        self.delivered = None;
-        if origin != Origin::Own {
-            self.front_done = self.front_done.wrapping_add(1);
-            if let Some(front) = &self.to_front {
-                front.done(self.front_done);
-            }
-        }
-    }
-
-    /// While COMMAND runs (and its exit is not seen yet), let the front
-    /// send signals to its group itself.
-    fn open_gate(&self) {
-        let running = self
-            .leader
-            .as_ref()
-            .is_some_and(|c| c.exit_status().is_none());
-        if let Some(front) = self.to_front.as_ref() {
-            if running && matches!(self.machine.phase(), Phase::Run { .. }) {
-                front.open_gate();
-            }
-        }
-    }
-
-    /// Close the gate before the machine acts on what ends the Run phase,
-    /// and act first on the record of a signal the front may be sending
-    /// through it. `false` if acting on the front's records changed the
-    /// phase: the caller then looks again.
-    fn close_gate(&mut self) -> bool {
-        let (Some(front), Some(link)) = (self.to_front.as_ref(), self.inbox.front.as_mut()) else {
-            return true;
-        };
-        let got = front.close_gate(link, |link, deadline| {
-            if let Some(fd) = link.fd() {
-                poll::wait(&[fd], Some(deadline));
-            }
-        });
-        let phase = self.machine.phase();
-        for (event, origin) in self.inbox.events_of(got) {
-            self.feed_from(event, origin);
-        }
-        self.machine.phase() == phase
-    }
-
     /// The deadline, if it is reached.
     fn tick(&mut self) {
         if let Some(event) = self.machine.due(Instant::now()) {
-            if matches!(self.machine.phase(), Phase::Run { .. }) && !self.close_gate() {
-                return;
-            }
             self.feed(event);
         }
     }
@@ -419,14 +328,6 @@ impl<'a> Back<'a> {
             None
         };
         if let Some(status) = exited {
-            // Nothing of the front's may reach COMMAND's group once its
-            // exit is acted on.
-            if !self.close_gate() {
-                return;
-            }
-            let Some(child) = self.leader.as_ref() else {
-                return;
-            };
             verbose!("COMMAND (pid {}) {status}", child.pid());
             // The front learns COMMAND's status now, not only once the
             // sweep is over: a back killed during the sweep leaves the
@@ -689,15 +590,8 @@ impl<'a> Back<'a> {
     }
 
     /// Pass a signal on to COMMAND's group.
-    fn forward(&mut self, sig: Signal, from: i32) {
+    fn forward(&self, sig: Signal, from: i32) {
         let Some(child) = &self.leader else { return };
-        if self.delivered.take_if(|&mut d| d == sig).is_some() {
-            verbose!(
-                "received {sig} from pid {from}: sent to group {} by the front",
-                child.pid()
-            );
-            return;
-        }
         match child.signal(Target::Group, sig) {
             Ok(()) => verbose!(
                 "received {sig} from pid {from}: forwarded to group {}",
@@ -815,8 +709,8 @@ impl<'a> Back<'a> {
         // Signals read now are not left pending for the cleanup's image:
         // among them the SIGPIPE of that write when the front is gone,
         // which would kill the cleanup as its mask is restored.
-        for (event, origin) in self.inbox.take() {
-            self.feed_from(event, origin);
+        for event in self.inbox.take() {
+            self.feed(event);
         }
         events::cleanup_started(std::process::id() as i32, true);
         let e = spawn.exec(self.startup);

@@ -10,9 +10,6 @@
 //! end, and the kernel's exit and wait order every store of the back before
 //! that read.
 //!
-//! It also holds the gate by which the front may signal COMMAND's group
-//! itself ([`Board::put`], [`Board::fetch`]; reap's guardian.rs).
-//!
 //! The page is `MAP_SHARED | MAP_ANONYMOUS`: shared across `fork`, gone at
 //! `execve` (COMMAND and the cleanup never see it), unmapped on drop.
 
@@ -72,21 +69,6 @@ impl Board {
     /// Slot `n`, if it was written.
     pub fn get(&self, n: usize) -> Option<i32> {
         let word = self.slot(n)?.load(Ordering::Acquire);
-        (word & SET != 0).then_some(word as u32 as i32)
-    }
-
-    /// Write slot `n` in the one total order of every [`Board::put`] and
-    /// [`Board::fetch`] (`SeqCst`): of two processes that each put a slot
-    /// and then fetch the other's, at least one sees what the other put.
-    pub fn put(&self, n: usize, value: i32) {
-        if let Some(slot) = self.slot(n) {
-            slot.store(SET | u64::from(value as u32), Ordering::SeqCst);
-        }
-    }
-
-    /// Slot `n`, read in the order of [`Board::put`].
-    pub fn fetch(&self, n: usize) -> Option<i32> {
-        let word = self.slot(n)?.load(Ordering::SeqCst);
         (word & SET != 0).then_some(word as u32 as i32)
     }
 }

@@ -27,12 +27,6 @@ pub fn open(pid: Pid) -> io::Result<OwnedFd> {
     Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
 }
 
-/// [`open`] by a raw pid (EINVAL for one no process can have).
-pub fn open_raw(pid: i32) -> io::Result<OwnedFd> {
-    let pid = crate::typed_pid(pid).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-    open(pid)
-}
-
 /// [`open`] for a process whose pid is pinned already (an unreaped child):
 /// its pidfd, or `None` where there are none (or none is left to open), the
 /// caller then going by the pid alone.
@@ -49,12 +43,7 @@ pub fn unsupported(e: &io::Error) -> bool {
 
 /// `pidfd_send_signal(2)` with no siginfo (as `kill(2)` would send).
 pub fn send(fd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
-    send_flags(fd, sig, 0)
-}
-
-/// `pidfd_send_signal(2)` with no siginfo and `flags`.
-fn send_flags(fd: BorrowedFd<'_>, sig: Signal, flags: libc::c_uint) -> io::Result<()> {
-    // SAFETY: a valid pidfd, a signal number, a null siginfo and flags;
+    // SAFETY: a valid pidfd, a signal number, a null siginfo and no flags;
     // nothing is read or written through a pointer. (A raw call because
     // rustix's Signal may not carry 32 or 33: see the module doc.)
     let r = unsafe {
@@ -63,32 +52,13 @@ fn send_flags(fd: BorrowedFd<'_>, sig: Signal, flags: libc::c_uint) -> io::Resul
             fd.as_raw_fd(),
             sig.raw(),
             std::ptr::null::<libc::siginfo_t>(),
-            flags,
+            0,
         )
     };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// `PIDFD_SIGNAL_PROCESS_GROUP` (linux/pidfd.h, Linux 6.9).
-const SIGNAL_PROCESS_GROUP: libc::c_uint = 1 << 2;
-
-/// `pidfd_send_signal(2)` to the process group of the process `fd` names
-/// (`PIDFD_SIGNAL_PROCESS_GROUP`), with no siginfo. The kernel finds the
-/// group by the pid the descriptor holds, not by its number: it reaches
-/// the processes of that process's group and never a group that took the
-/// number since. EINVAL before Linux 6.9 (see [`group_unsupported`]).
-pub fn send_group(fd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
-    send_flags(fd, sig, SIGNAL_PROCESS_GROUP)
-}
-
-/// Whether an error of [`send_group`] means the kernel (or a seccomp
-/// profile) cannot do it at all: EINVAL for the flag before Linux 6.9, and
-/// what [`unsupported`] names.
-pub fn group_unsupported(e: &io::Error) -> bool {
-    unsupported(e) || e.raw_os_error() == Some(libc::EINVAL)
 }
 
 /// Signal the process `fd` names, or `pid` with `kill(2)` where there is no

@@ -1,8 +1,8 @@
 //! pgwrap's signal rules: what is passed on, mapped or dropped, to whom, and
 //! that nothing is lost or polled for.
 
-/// reap's front signals COMMAND's group itself while COMMAND runs.
-pub mod gate;
+/// reap: the back, COMMAND's parent, is the one sender; a paused front loses nothing.
+pub mod one_route;
 /// Signal storms at each tool: nothing forwarded is lost, nothing dropped gets through.
 pub mod storms;
 

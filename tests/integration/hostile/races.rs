@@ -138,13 +138,8 @@ fn race(tool: &str, point: Point) {
             if tool != "reap" {
                 assert_eq!(ready.ppid, pid, "{why}");
             }
-            // reap's front passes it on itself while COMMAND runs
-            // (forwarding/gate.rs), else its back, COMMAND's parent.
-            let got = |from: i32| format!("got TERM pid={} from={from}", ready.pid);
-            assert!(
-                lines.contains(&got(ready.ppid)) || tool == "reap" && lines.contains(&got(pid)),
-                "TERM lost: {why}"
-            );
+            let got = format!("got TERM pid={} from={}", ready.pid, ready.ppid);
+            assert!(lines.contains(&got), "TERM lost: {why}");
         }
         (_, Some(libc::SIGTERM)) => {
             assert!(ready.is_none(), "a ready COMMAND died of TERM: {why}");

@@ -361,14 +361,11 @@ fn wait_got(place: &Place, job: &Job, sig: &str, from: From) {
             "{sig} came from the terminal (sender 0), not {sender}; events:\n{}",
             place.events()
         ),
-        // COMMAND's parent, or the process the shell started: reap's front
-        // passes signals on itself while COMMAND runs (forwarding/gate.rs).
-        From::Tool => assert!(
-            sender == job.parent || sender == job.tool,
-            "{sig} came from the tool (COMMAND's parent {} or the shell's child {}), \
-             not {sender}; events:\n{}",
+        From::Tool => assert_eq!(
+            sender,
             job.parent,
-            job.tool,
+            "{sig} came from the tool (COMMAND's parent {}), not {sender}; events:\n{}",
+            job.parent,
             place.events()
         ),
         From::Anyone => {}
