@@ -39,7 +39,10 @@ const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
 pub struct Inbox {
     signals: SignalFd,
     front: Option<BackLink>,
-    /// The last wait found the front's pipe readable (or none was made).
+    /// The last wait found the signalfd readable, and it was not read
+    /// since (or no wait was made yet).
+    signals_ready: bool,
+    /// The same for the front's pipe.
     front_ready: bool,
     /// The last wait found its `extra` descriptor readable (or none was made).
     extra_ready: bool,
@@ -53,6 +56,7 @@ impl Inbox {
         Inbox {
             signals,
             front,
+            signals_ready: true,
             front_ready: true,
             extra_ready: true,
             relay: None,
@@ -65,15 +69,28 @@ impl Inbox {
         self
     }
 
-    /// Everything that happened since the last call (drained, not waited for).
+    /// Everything that happened since the last call (drained, not waited
+    /// for). Only what the last wait found readable is read, once: what
+    /// came since is for the next wait to find (it returns at once), so a
+    /// signal handed over by the front costs the back one read, not a read
+    /// of its own empty signalfd first.
     fn take(&mut self) -> Vec<Event> {
-        let mut events: Vec<Event> = (self.signals.drain().into_iter())
+        let signals = if std::mem::take(&mut self.signals_ready) {
+            self.signals.drain()
+        } else {
+            Vec::new()
+        };
+        let mut events: Vec<Event> = (signals.into_iter())
             .map(|r| Event::Signal(r.signal, r.from))
             .collect();
         if let Some(relay) = self.relay.as_mut() {
             relay.relay();
         }
-        if let Some(front) = self.front.as_mut().filter(|_| self.front_ready) {
+        if let Some(front) = self
+            .front
+            .as_mut()
+            .filter(|_| std::mem::take(&mut self.front_ready))
+        {
             let got = front.read();
             events.extend(
                 got.signals
@@ -86,6 +103,13 @@ impl Inbox {
             }
         }
         events
+    }
+
+    /// Everything pending now, whatever the last wait found.
+    fn take_all(&mut self) -> Vec<Event> {
+        self.signals_ready = true;
+        self.front_ready = true;
+        self.take()
     }
 
     /// Sleep until a signal, a word from the front, `extra` (the pidfd of
@@ -103,6 +127,7 @@ impl Inbox {
         fds.extend(extra);
         fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
         let ready = poll::wait(&fds, deadline);
+        self.signals_ready = ready.contains(&0);
         self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
         self.extra_ready = extra_at.map_or(true, |i| ready.contains(&i));
     }
@@ -709,7 +734,7 @@ impl<'a> Back<'a> {
         // Signals read now are not left pending for the cleanup's image:
         // among them the SIGPIPE of that write when the front is gone,
         // which would kill the cleanup as its mask is restored.
-        for event in self.inbox.take() {
+        for event in self.inbox.take_all() {
             self.feed(event);
         }
         events::cleanup_started(std::process::id() as i32, true);
