@@ -3,6 +3,7 @@
 use crate::machine::Ladder;
 use lexopt::Arg::{Long, Short};
 use pgkit::cli::{self, Flow, Parsed};
+use pgkit::signal::SIGNAL_HINT;
 use pgkit::{Error, SigSet, Signal, Timeout};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -17,9 +18,11 @@ to exit, then send the kill signal to whatever is left.
                            (default none; 0 means none)
   -g, --grace DUR          time between the stop signal and the kill signal
                            (default 10s; inf: never kill)
+      --kill-after DUR     timeout(1)'s name for --grace
   -s, --signal SIG         stop signal sent to the group (default: the trigger
                            signal itself; TERM for --timeout)
-  -k, --kill-signal SIG    sent when the grace period is over (default KILL)
+  -k, --kill-signal SIG    sent when the grace period is over (default KILL;
+                           a name: timeout's -k 5 is --grace 5 here)
       --stop-delay DUR     on a trigger, wait this long before the stop signal
                            (a load balancer's drain; default 0; a second
                            trigger ends it; the grace starts after it)
@@ -97,6 +100,20 @@ pub fn default_forward() -> SigSet {
     SigSet::notices()
 }
 
+/// `-k`'s signal: a name only. `timeout -k 5` means "KILL 5 s later", so a
+/// bare number here (which would be signal 5, TRAP) is refused with a
+/// pointer to the option that means that.
+fn kill_signal_named(parser: &mut lexopt::Parser, opt: &str) -> Result<Signal, Error> {
+    let value = cli::text(parser, opt)?;
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(Error::usage(format!(
+            "{opt} takes a signal name, not a number: '{value}' (for timeout's -k {value}, \
+             KILL {value} s after the stop signal, use --grace {value})"
+        )));
+    }
+    Signal::parse(&value).map_err(|e| Error::usage(format!("{e} for {opt} ({SIGNAL_HINT})")))
+}
+
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
     let mut parser = lexopt::Parser::from_args(args);
     let mut timeout = Timeout::Never;
@@ -117,9 +134,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         let opt = cli::opt_name(&arg);
         match arg {
             Short('t') | Long("timeout") => timeout = cli::duration(&mut parser, &opt)?,
-            Short('g') | Long("grace") => grace = cli::duration(&mut parser, &opt)?,
+            Short('g') | Long("grace") | Long("kill-after") => {
+                grace = cli::duration(&mut parser, &opt)?
+            }
             Short('s') | Long("signal") => signal = Some(cli::signal(&mut parser, &opt)?),
-            Short('k') | Long("kill-signal") => kill_signal = cli::signal(&mut parser, &opt)?,
+            Short('k') | Long("kill-signal") => kill_signal = kill_signal_named(&mut parser, &opt)?,
             Long("on") => {
                 on = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
                 named = named.union(on);
@@ -282,7 +301,8 @@ mod tests {
             "--grace",
             "--grace 10x cmd",
             "--grace -1 cmd",
-            "--grace=1e3 cmd",
+            "--grace=1e3x cmd",
+            "--kill-after 5x cmd",
             "--timeout 1.2.3 cmd",
             "--timeout 5S cmd",
             "--signal FOO cmd",
@@ -303,6 +323,23 @@ mod tests {
             assert_eq!(e.code, 125, "{line:?}");
             assert!(!e.msg.contains('\n'), "{line:?}: {}", e.msg);
         }
+    }
+
+    #[test]
+    fn timeouts_habits() {
+        // `timeout -k 5` means "KILL 5 s later": here a number is refused,
+        // pointing to the grace, never read as signal 5 (TRAP).
+        for line in ["-k 5 cmd", "-k5 cmd", "--kill-signal=9 cmd"] {
+            let e = run(line).unwrap_err();
+            assert_eq!(e.code, 125, "{line}");
+            assert!(e.msg.contains("--grace"), "{line}: {}", e.msg);
+        }
+        assert_eq!(run("-k KILL cmd").unwrap().kill_signal, Signal::KILL);
+        assert_eq!(run("-k sigint cmd").unwrap().kill_signal, Signal::INT);
+        let c = run("--kill-after 5 cmd").unwrap();
+        assert_eq!(c.grace, Timeout::After(secs(5)));
+        let c = run("--kill-after=1e3ms --grace 5. cmd").unwrap();
+        assert_eq!(c.grace, Timeout::After(secs(5)));
     }
 
     #[test]

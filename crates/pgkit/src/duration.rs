@@ -1,4 +1,5 @@
-//! Durations as the suite writes them: `10` (seconds), `1.5s`, `250ms`, `2m`,
+//! Durations as the suite writes them: `10` (seconds), `1.5s`, `.5`, `5.`,
+//! `1e3` (the numbers `timeout(1)` takes), `250ms`, `2m`,
 //! `1h`, `1d`, `0`, and `inf`/`infinity` for never.
 //!
 //! Parsed by hand with integer arithmetic (no floating point): the fraction
@@ -33,10 +34,11 @@ impl Timeout {
         if text.eq_ignore_ascii_case("inf") || text.eq_ignore_ascii_case("infinity") {
             return Ok(Timeout::Never);
         }
-        let split = text
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(text.len());
-        let (number, unit) = text.split_at(split);
+        let Some((whole, frac, exp, unit)) = number_and_unit(text) else {
+            return Err(bad());
+        };
+        let digits = [whole, frac].concat();
+        let exp10 = exp - frac.len() as i64;
         let nanos_per_unit: u128 = match unit {
             "" | "s" => 1_000_000_000,
             "ms" => 1_000_000,
@@ -45,42 +47,31 @@ impl Timeout {
             "d" => 86_400_000_000_000,
             _ => return Err(bad()),
         };
-        let (whole, frac) = match number.split_once('.') {
-            Some((w, f)) => (w, f),
-            None => (number, ""),
-        };
-        let digits_ok = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-        if whole.is_empty() && frac.is_empty() || !digits_ok(whole) || !digits_ok(frac) {
-            return Err(bad());
-        }
-        if number.ends_with('.') {
-            return Err(bad());
-        }
         let max_nanos = u128::from(MAX_SECS) * 1_000_000_000;
-        // More digits than a u128 holds: longer than the longest wait anyway.
-        let Ok(whole) = (if whole.is_empty() {
-            Ok(0)
+        // The value is `digits` x 10^exp10 units. Significant digits only
+        // (a positive value has at least one), at most 24 of them: with a
+        // unit's nanoseconds (below 10^14) the product fits in a u128.
+        let significant = digits.trim_start_matches('0');
+        let positive = !significant.trim_end_matches('0').is_empty();
+        let kept = significant.len().min(24);
+        let exp10 = exp10.saturating_add((significant.len() - kept) as i64);
+        let mantissa: u128 = significant[..kept].parse().unwrap_or(0);
+        let scaled = mantissa * nanos_per_unit;
+        let nanos = if exp10 >= 0 {
+            u32::try_from(exp10)
+                .ok()
+                .and_then(|e| 10u128.checked_pow(e))
+                .and_then(|p| scaled.checked_mul(p))
+                .unwrap_or(max_nanos)
         } else {
-            whole.parse::<u128>()
-        }) else {
-            return Ok(Timeout::After(Duration::from_secs(MAX_SECS)));
-        };
-        // The fraction, scaled to units of 10^-18: more precision than any
-        // unit needs, and 18 digits fit in a u128 product without overflow.
-        let mut frac_e18: u128 = 0;
-        for (i, b) in frac.bytes().enumerate() {
-            if i < 18 {
-                frac_e18 += u128::from(b - b'0') * 10u128.pow(17 - i as u32);
-            }
+            u32::try_from(-exp10)
+                .ok()
+                .and_then(|e| 10u128.checked_pow(e))
+                .map_or(0, |p| scaled / p)
         }
-        let nanos = whole
-            .checked_mul(nanos_per_unit)
-            .and_then(|n| n.checked_add(frac_e18 * nanos_per_unit / 1_000_000_000_000_000_000))
-            .unwrap_or(max_nanos)
-            .min(max_nanos);
+        .min(max_nanos);
         // A positive value too small to count in nanoseconds is the smallest
         // wait, never zero.
-        let positive = number.bytes().any(|b| (b'1'..=b'9').contains(&b));
         let nanos = if positive {
             nanos.max(MIN_NANOS)
         } else {
@@ -100,6 +91,45 @@ impl Timeout {
             Timeout::Never => None,
         }
     }
+}
+
+/// `text` as a decimal number (`10`, `1.5`, `.5`, `5.`, `1e3`, `2.5E-1`:
+/// what `timeout(1)`'s `strtod` takes in the C locale, less signs, hex and
+/// the named values) and the unit after it: the digits before the point,
+/// those after it, the exponent, and the unit.
+fn number_and_unit(text: &str) -> Option<(&str, &str, i64, &str)> {
+    let bytes = text.as_bytes();
+    let digits_from = |i: usize| i + bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let whole_end = digits_from(0);
+    let (frac_start, frac_end) = if bytes.get(whole_end) == Some(&b'.') {
+        (whole_end + 1, digits_from(whole_end + 1))
+    } else {
+        (whole_end, whole_end)
+    };
+    if whole_end == 0 && frac_end == frac_start {
+        return None;
+    }
+    let mut end = frac_end;
+    let mut exp10: i64 = 0;
+    if matches!(bytes.get(end), Some(b'e' | b'E')) {
+        let mut i = end + 1;
+        let negative = bytes.get(i) == Some(&b'-');
+        if matches!(bytes.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let exp_end = digits_from(i);
+        if exp_end == i {
+            return None;
+        }
+        // Saturated far beyond any unit's range: the result saturates too.
+        let magnitude = text[i..exp_end]
+            .bytes()
+            .fold(0i64, |n, b| (n * 10 + i64::from(b - b'0')).min(1_000_000));
+        exp10 = if negative { -magnitude } else { magnitude };
+        end = exp_end;
+    }
+    let frac = &text[frac_start..frac_end];
+    Some((&text[..whole_end], frac, exp10, &text[end..]))
 }
 
 impl std::fmt::Display for Timeout {
@@ -142,10 +172,32 @@ mod tests {
     }
 
     #[test]
+    fn the_numbers_timeout_takes() {
+        // timeout(1) reads its number with strtod: a trailing point and an
+        // exponent are numbers too.
+        assert_eq!(Timeout::parse("5."), Ok(ms(5_000)));
+        assert_eq!(Timeout::parse("5.s"), Ok(ms(5_000)));
+        assert_eq!(Timeout::parse("1e3"), Ok(ms(1_000_000)));
+        assert_eq!(Timeout::parse("1E3ms"), Ok(ms(1_000)));
+        assert_eq!(Timeout::parse("2.5e-1"), Ok(ms(250)));
+        assert_eq!(Timeout::parse("1e+2"), Ok(ms(100_000)));
+        assert_eq!(Timeout::parse("0e9"), Ok(ms(0)));
+        assert_eq!(Timeout::parse("15e-1s"), Ok(ms(1_500)));
+        assert_eq!(
+            Timeout::parse("1e-30"),
+            Ok(Timeout::After(Duration::from_nanos(1)))
+        );
+        assert_eq!(
+            Timeout::parse("1e99999999999"),
+            Ok(Timeout::After(Duration::from_secs(MAX_SECS)))
+        );
+    }
+
+    #[test]
     fn rejected_forms() {
         for text in [
-            "", "10x", "-1", "+1", "1.2.3s", "s", "ms", ".", "1.", "1 s", " 1", "1e3", "nan",
-            "1sms", "0x10", "10S", "∞",
+            "", "10x", "-1", "+1", "1.2.3s", "s", "ms", ".", "1e", "1e+", "e3", ".e3", "1 s", " 1",
+            "nan", "1sms", "0x10", "10S", "∞",
         ] {
             assert!(Timeout::parse(text).is_err(), "{text:?} should be rejected");
         }

@@ -34,13 +34,14 @@ function __pgwrap_suite_signal_list
     end
 end
 
-set -l with_value -t --timeout -g --grace -s --signal -k --kill-signal --stop-delay --on -f --forward --pdeathsig --events
+set -l with_value -t --timeout -g --grace --kill-after -s --signal -k --kill-signal --stop-delay --on -f --forward --pdeathsig --events
 set -l opts "not __pgwrap_suite_command_started $with_value"
 set -l signals 'HUP INT QUIT TERM USR1 USR2 WINCH ALRM CONT PIPE PROF PWR URG IO VTALRM XCPU XFSZ RTMIN RTMAX'
 set -l durations '10s 30s 1m 5m inf'
 
 complete -c graceful -n $opts -s t -l timeout -x -a $durations -d 'Also stop when COMMAND has run this long'
 complete -c graceful -n $opts -s g -l grace -x -a $durations -d 'Time between stop and kill signal (default 10s)'
+complete -c graceful -n $opts -l kill-after -x -a $durations -d "timeout's name for --grace"
 complete -c graceful -n $opts -s s -l signal -x -a "KILL $signals" -d 'Stop signal sent to the group'
 complete -c graceful -n $opts -s k -l kill-signal -x -a "KILL $signals" -d 'Sent when the grace is over (default KILL)'
 complete -c graceful -n $opts -l stop-delay -x -a '1s 5s 30s' -d 'On a trigger, wait this long before the stop signal'

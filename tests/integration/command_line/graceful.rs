@@ -253,7 +253,7 @@ fn graceful_rejects_malformed_invocations() {
             &["--grace"],
             &["--grace", "10x"],
             &["--grace", "-1"],
-            &["--grace=1e3"],
+            &["--grace=1e3x"],
             &["-g", ""],
             &["--timeout", "1.2.3"],
             &["-t", "5S"],
@@ -262,6 +262,11 @@ fn graceful_rejects_malformed_invocations() {
             &["-s", "65"],
             &["--kill-signal", "RTMIN+99"],
             &["-k", "SIGNOPE"],
+            // timeout's -k DURATION: never read as signal 5 (TRAP).
+            &["-k", "5"],
+            &["-k5"],
+            &["--kill-signal=9"],
+            &["--kill-after", "5x"],
             &["--on", "KILL"],
             &["--on", "CHLD"],
             &["--on", ""],
@@ -325,4 +330,31 @@ fn help_version_and_man_page() {
     ] {
         assert!(man.contains(needle), "{needle}");
     }
+}
+
+#[test]
+fn kill_after_is_timeouts_name_for_the_grace() {
+    // `timeout -k 1` habits: `--kill-after 1` is the grace, and `-k 1` is
+    // refused with the pointer to it.
+    let mut run = Run::new(bin("graceful"))
+        .args(["-k", "1", "--", "true"])
+        .stderr_piped()
+        .spawn();
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(125));
+    let err = run.stderr_all();
+    assert!(err.contains("--grace 1"), "{err}");
+    let mut run = Run::new(bin("graceful"))
+        .args(["-v", "--kill-after", "1.", "--", "sh", "-c"])
+        .arg("trap '' TERM; echo ready; exec sleep 30")
+        .stderr_piped()
+        .spawn();
+    run.expect_line("ready", TIMEOUT);
+    run.signal(libc::SIGTERM);
+    let status = run.wait_exit(TIMEOUT);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL),
+        "KILL at the end of the 1 s grace: {}",
+        run.stderr_all()
+    );
 }
