@@ -342,8 +342,15 @@ struct Image {
     candidates: Vec<CString>,
     _args: Vec<CString>,
     argv: Vec<*const c_char>,
+    /// For a file the kernel refuses with ENOEXEC (a script without `#!`):
+    /// `/bin/sh FILE ARG...`, as `execvp(3)` runs it. Slot 1 is the file,
+    /// written by the child once it knows which candidate it was.
+    sh_argv: Vec<Cell<*const c_char>>,
     env: Option<Environment>,
 }
+
+/// The shell `execvp(3)` runs a file with when the kernel cannot.
+const SHELL: &CStr = c"/bin/sh";
 
 impl Image {
     fn new(candidates: Vec<CString>, args: Vec<CString>, env: Option<Environment>) -> Image {
@@ -352,10 +359,17 @@ impl Image {
             .map(|c| c.as_ptr())
             .chain(std::iter::once(std::ptr::null()))
             .collect();
+        let sh_argv = std::iter::once(SHELL.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .chain(args.iter().skip(1).map(|c| c.as_ptr()))
+            .chain(std::iter::once(std::ptr::null()))
+            .map(Cell::new)
+            .collect();
         Image {
             candidates,
             _args: args,
             argv,
+            sh_argv,
             env,
         }
     }
@@ -377,6 +391,18 @@ impl Image {
             errno = io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(libc::ENOENT);
+            if errno == libc::ENOEXEC {
+                // A file without `#!` that is executable: a shell script,
+                // as `execvp`, `env`, `timeout` and tini take it.
+                self.sh_argv[1].set(path.as_ptr());
+                // SAFETY: as above; `Cell<*const c_char>` has the layout of
+                // `*const c_char`, so `sh_argv` is a null-terminated
+                // pointer array, its slot 1 now the file's path.
+                unsafe { libc::execve(SHELL.as_ptr(), self.sh_argv.as_ptr().cast(), envp) };
+                // No shell to run it with: the file stays one that cannot
+                // be executed (126), as it was.
+                break;
+            }
             match errno {
                 libc::EACCES => saw_eacces = true,
                 libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}

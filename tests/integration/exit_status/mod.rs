@@ -64,3 +64,36 @@ fn not_found_is_127_and_not_executable_is_126() {
         );
     }
 }
+
+#[test]
+fn a_script_without_a_shebang_runs_with_bin_sh_in_each_tool() {
+    // The kernel refuses it with ENOEXEC; execvp(3), env, timeout and tini
+    // run it with /bin/sh, its path as $0 and the arguments after.
+    let dir = crate::kit::temp_dir("enoexec");
+    let script = dir.join("no-shebang");
+    std::fs::write(&script, "echo \"ran $0 with $# args: $*\"\nexit 7\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = script.to_str().unwrap();
+    for tool in ["pgwrap", "graceful", "reap"] {
+        let mut run = Run::new(bin(tool))
+            .args(["--", path, "a b", "c"])
+            .stderr_piped()
+            .spawn();
+        let line = run.expect_line("ran ", TIMEOUT);
+        assert_eq!(line, format!("ran {path} with 2 args: a b c"), "{tool}");
+        let status = run.wait_exit(TIMEOUT);
+        assert_eq!(status.code(), Some(7), "{tool}: {}", run.stderr_all());
+    }
+    // Found on PATH too, as execvp finds it.
+    let mut run = Run::new(bin("pgwrap"))
+        .env("PATH", dir.path())
+        .args(["--", "no-shebang"])
+        .stderr_piped()
+        .spawn();
+    assert_eq!(
+        run.wait_exit(TIMEOUT).code(),
+        Some(7),
+        "{}",
+        run.stderr_all()
+    );
+}
