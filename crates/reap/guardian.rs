@@ -49,6 +49,7 @@
 //! signals wait in the kernel meanwhile (realtime ones queued, standard ones
 //! pending), so none is lost and the front's memory stays bounded.
 
+use crate::outcome::Cause;
 use pgkit::board::Board;
 use pgkit::notify::Relay;
 use pgkit::sigfd::{Received, SignalFd};
@@ -67,11 +68,29 @@ const NEWS: usize = 8;
 const STOPPED: u32 = 1;
 const STOPPING: u32 = 6;
 
-/// The slots of the board.
-const COMMAND: usize = 0;
-const STATUS: usize = 1;
-const CLEANUP: usize = 2;
-const FINISHED: usize = 3;
+/// The slots of the board, each written once by the back.
+#[derive(Clone, Copy)]
+enum Slot {
+    /// COMMAND's pid, once started.
+    Command,
+    /// COMMAND's status ([`encode_status`]), once known.
+    Status,
+    /// The cleanup's pid, once started.
+    Cleanup,
+    /// The cleanup's start on CLOCK_MONOTONIC, in ms: low and high words.
+    CleanupAtLow,
+    CleanupAtHigh,
+    /// REAP_CAUSE as the cleanup got it ([`encode_cause`]).
+    Cause,
+    /// The back is about to exit or exec the cleanup.
+    Finished,
+}
+
+impl Slot {
+    fn at(self) -> usize {
+        self as usize
+    }
+}
 
 /// Which side of the split this process is.
 pub enum Split {
@@ -168,6 +187,10 @@ pub struct BackNews {
     pub status: Option<Status>,
     /// The cleanup's pid, once started (not with `--exec-cleanup`).
     pub cleanup: Option<i32>,
+    /// When the cleanup started, on CLOCK_MONOTONIC in ms ([`pgkit::deadline::monotonic_ms`]).
+    pub cleanup_at_ms: Option<u64>,
+    /// The REAP_CAUSE the cleanup was started with.
+    pub cause: Option<Cause>,
     /// The back is about to exit, or to become the cleanup: how it then
     /// ends is reap's final status.
     pub finished: bool,
@@ -176,10 +199,15 @@ pub struct BackNews {
 impl BackNews {
     fn from_board(board: &Board) -> BackNews {
         BackNews {
-            command: board.get(COMMAND),
-            status: board.get(STATUS).and_then(decode_status),
-            cleanup: board.get(CLEANUP),
-            finished: board.get(FINISHED).is_some(),
+            command: board.get(Slot::Command.at()),
+            status: board.get(Slot::Status.at()).and_then(decode_status),
+            cleanup: board.get(Slot::Cleanup.at()),
+            cleanup_at_ms: board
+                .get(Slot::CleanupAtLow.at())
+                .zip(board.get(Slot::CleanupAtHigh.at()))
+                .map(|(low, high)| u64::from(low as u32) | u64::from(high as u32) << 32),
+            cause: board.get(Slot::Cause.at()).and_then(decode_cause),
+            finished: board.get(Slot::Finished.at()).is_some(),
         }
     }
 }
@@ -402,6 +430,25 @@ impl Front {
     }
 }
 
+fn encode_cause(cause: Cause) -> i32 {
+    match cause {
+        Cause::Cancel => 1,
+        Cause::Lost => 2,
+        Cause::Signal => 3,
+        Cause::Exit => 4,
+    }
+}
+
+fn decode_cause(value: i32) -> Option<Cause> {
+    Some(match value {
+        1 => Cause::Cancel,
+        2 => Cause::Lost,
+        3 => Cause::Signal,
+        4 => Cause::Exit,
+        _ => return None,
+    })
+}
+
 /// A status as one record value: N for an exit, -S for a death by S.
 fn encode_status(status: Status) -> i32 {
     match status {
@@ -515,15 +562,25 @@ impl ToFront {
     }
 
     pub fn command_started(&self, pid: i32) {
-        self.board.set(COMMAND, pid);
+        self.board.set(Slot::Command.at(), pid);
     }
 
     pub fn command_status(&self, status: Status) {
-        self.board.set(STATUS, encode_status(status));
+        self.board.set(Slot::Status.at(), encode_status(status));
     }
 
-    pub fn cleanup_started(&self, pid: i32) {
-        self.board.set(CLEANUP, pid);
+    /// The cleanup started now, with `cause` as its REAP_CAUSE: what a
+    /// front that takes over needs to let it finish (its timeout counts
+    /// from this start).
+    pub fn cleanup_started(&self, pid: i32, cause: Cause) {
+        let at = pgkit::deadline::monotonic_ms();
+        self.board.set(Slot::CleanupAtLow.at(), at as u32 as i32);
+        self.board
+            .set(Slot::CleanupAtHigh.at(), (at >> 32) as u32 as i32);
+        self.board.set(Slot::Cause.at(), encode_cause(cause));
+        // Last: a front that reads the pid reads the rest too (each set is
+        // a release, each get an acquire).
+        self.board.set(Slot::Cleanup.at(), pid);
     }
 
     /// The cleanup starts: the front sends `STOPPING=1` to the service
@@ -539,7 +596,7 @@ impl ToFront {
     /// Right before the back exits, or execs the cleanup: whatever ends the
     /// back from now on is reap's final status, not a loss.
     pub fn finished(&self) {
-        self.board.set(FINISHED, 1);
+        self.board.set(Slot::Finished.at(), 1);
     }
 }
 

@@ -294,6 +294,30 @@ impl Machine {
         (m, actions)
     }
 
+    /// The front's takeover when the back was lost while the cleanup ran:
+    /// the cleanup is what reap guarantees, so it is not interrupted. The
+    /// front, its parent now, waits for it until `deadline` (what was left
+    /// of `--cleanup-timeout`), then sweeps what it left as the back would
+    /// have, and exits 125. `command` and `cause`: COMMAND's status and the
+    /// REAP_CAUSE the cleanup was started with, as the back reported them.
+    pub fn adopt_cleanup(
+        params: Params,
+        command: Option<Status>,
+        cause: Option<Cause>,
+        deadline: Option<Instant>,
+    ) -> Machine {
+        let mut m = Machine::new(Params {
+            exec_cleanup: false,
+            ..params
+        });
+        m.takeover = true;
+        m.command = Some(command.unwrap_or(Status::Signaled(Signal::KILL)));
+        m.cancel = cause == Some(Cause::Cancel);
+        m.lost = cause.map_or(true, |c| c == Cause::Lost);
+        m.phase = Phase::Cleanup { deadline };
+        m
+    }
+
     pub fn phase(&self) -> Phase {
         self.phase
     }
@@ -674,7 +698,10 @@ impl Machine {
         let last = final_status(command, cleanup);
         self.phase = Phase::Done;
         if self.takeover {
-            return vec![Action::Exit(last)];
+            // The front that took over exits 125 (reap failed to keep its
+            // subreaper process), whatever COMMAND and the cleanup did:
+            // the event log says the status reap exits with.
+            return vec![Action::Exit(Status::Exited(pgkit::error::TOOL_FAILED))];
         }
         vec![
             Action::Say(Note::Exiting(last)),
@@ -1720,7 +1747,10 @@ mod tests {
         let end = cleanup_exits(&mut m, Status::Exited(4), t);
         assert_eq!(
             end,
-            [Say(Note::CleanupResult(Status::Exited(4))), Exit(killed)]
+            [
+                Say(Note::CleanupResult(Status::Exited(4))),
+                Exit(Status::Exited(125))
+            ]
         );
         assert_eq!(m.cleanup_result(), Some(Status::Exited(4)));
     }
@@ -1913,5 +1943,31 @@ mod tests {
                 Sweep(KILL)
             ]
         );
+    }
+
+    #[test]
+    fn a_cleanup_adopted_by_the_front_runs_to_its_end_then_its_leftovers_go() {
+        let t = Instant::now();
+        let deadline = Some(t + Duration::from_secs(3));
+        let mut m = Machine::adopt_cleanup(
+            params(),
+            Some(Status::Exited(0)),
+            Some(Cause::Cancel),
+            deadline,
+        );
+        assert_eq!(m.phase(), Phase::Cleanup { deadline });
+        assert_eq!(m.cause(), Cause::Cancel, "the cleanup's REAP_CAUSE is kept");
+        // Signals meanwhile are logged, never passed on.
+        let sig = m.on(Event::Signal(Signal::TERM, 1), t);
+        assert!(
+            sig.iter().all(|a| matches!(a, Say(_))),
+            "nothing but a line: {sig:?}"
+        );
+        let swept = m.on(Event::CleanupExited(Status::Exited(3)), t);
+        assert!(
+            swept.iter().any(|a| matches!(a, Sweep(_))),
+            "its leftovers are swept: {swept:?}"
+        );
+        assert_eq!(m.cleanup_result(), Some(Status::Exited(3)));
     }
 }

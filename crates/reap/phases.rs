@@ -19,6 +19,7 @@
 use crate::config::Config;
 use crate::guardian::{BackLink, LostBack, ToFront};
 use crate::machine::{Action, Env, Event, Machine, Note, Params, Phase};
+use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
 use pgkit::child::Job;
@@ -30,7 +31,7 @@ use pgkit::{descend, events, poll, reap, verbose, Child, Signal, Status, Target}
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The budget exported to COMMAND, as graceful does (its `--grace` in ms).
 const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
@@ -233,12 +234,11 @@ impl<'a> Back<'a> {
             back.pid,
             ended(back.status)
         );
-        // At most one of the two is left: the back reaps COMMAND before it
-        // starts the cleanup.
-        let (role, known) = match news.cleanup {
-            Some(pid) => ("the cleanup", Some(pid)),
-            None => ("COMMAND", news.command),
-        };
+        if let Some(pid) = news.cleanup {
+            return self.let_cleanup_finish(back, pid);
+        }
+        let role = "COMMAND";
+        let known = news.command;
         self.leader = known.and_then(Child::adopt);
         let adopted = self.leader.as_ref().map(|c| c.pid());
         let running = self
@@ -276,9 +276,6 @@ impl<'a> Back<'a> {
             back.pid,
             ended(back.status)
         );
-        if news.cleanup.is_some() {
-            return format!("{head} during the cleanup: {what}; the cleanup is not run again");
-        }
         self.drive(|_| false);
         match self.machine.cleanup_result() {
             Some(done) => format!(
@@ -287,6 +284,54 @@ impl<'a> Back<'a> {
             ),
             None => format!("{head}: {what}"),
         }
+    }
+
+    /// [`Back::recover`] when the back was lost during the cleanup: the
+    /// cleanup, re-parented to this process, is not interrupted. It runs
+    /// on until it ends or its `--cleanup-timeout` (counted from its start)
+    /// runs out; what it left is swept as after any cleanup; the line says
+    /// what happened.
+    fn let_cleanup_finish(&mut self, back: &LostBack, pid: i32) -> String {
+        let news = back.news;
+        let head = format!(
+            "the subreaper process (pid {}) {} during the cleanup",
+            back.pid,
+            ended(back.status)
+        );
+        let deadline = self.config.cleanup_timeout.duration().map(|timeout| {
+            let ran = news
+                .cleanup_at_ms
+                .map_or(0, |at| pgkit::deadline::monotonic_ms().saturating_sub(at));
+            let left = timeout.saturating_sub(Duration::from_millis(ran));
+            Instant::now()
+                .checked_add(left)
+                .unwrap_or_else(Instant::now)
+        });
+        self.machine =
+            Machine::adopt_cleanup(Params::of(self.config), news.status, news.cause, deadline);
+        self.leader = Child::adopt(pid);
+        if self.leader.is_none() {
+            // Not re-parented to us (this process could not become a
+            // subreaper): nothing to wait for; its leftovers still go.
+            self.feed(Event::CleanupExited(Status::Exited(
+                pgkit::error::TOOL_FAILED,
+            )));
+            self.drive(|_| false);
+            return format!(
+                "{head}: the cleanup (pid {pid}) was not this process's to wait for; what is \
+                 left of it was swept"
+            );
+        }
+        verbose!("the cleanup (pid {pid}) goes on: waiting for it");
+        self.drive(|_| false);
+        let how = match self.machine.cleanup_result() {
+            Some(result) if result == CLEANUP_TIMED_OUT => {
+                "was stopped at its --cleanup-timeout".to_string()
+            }
+            Some(result) => ended(result),
+            None => "ended".to_string(),
+        };
+        format!("{head}: the cleanup (pid {pid}) went on and {how}; what it left was swept")
     }
 
     /// The one loop: read the inbox, look at the kernel, and wait only
@@ -708,7 +753,7 @@ impl<'a> Back<'a> {
                 verbose!("cleanup started: pid {}", child.pid());
                 events::cleanup_started(child.pid(), false);
                 if let Some(front) = &self.to_front {
-                    front.cleanup_started(child.pid());
+                    front.cleanup_started(child.pid(), self.machine.cause());
                 }
                 self.leader = Some(child);
                 self.feed(Event::CleanupStarted);

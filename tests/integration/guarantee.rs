@@ -120,8 +120,11 @@ fn killed_back_is_not_silent(options: &[&str]) {
         marker.display()
     );
     // A grace far longer than the test's patience: "at once" means no grace.
+    let events = dir.join("events.jsonl");
     let mut run = reap(options)
-        .args(["--grace", "120s", "-c", &cleanup, "--"])
+        .args(["--grace", "120s", "--events"])
+        .arg(&events)
+        .args(["-c", &cleanup, "--"])
         .args([
             sigprobe(),
             "--fork".into(),
@@ -177,6 +180,7 @@ fn killed_back_is_not_silent(options: &[&str]) {
         !lines.iter().any(|l| l.starts_with("got ")),
         "the tree was signalled before KILL: {lines:?}"
     );
+    assert_exit_event(&events, 125);
     drop(guard);
 }
 
@@ -239,18 +243,23 @@ fn a_normal_run_ends_as_command_and_says_nothing() {
 }
 
 #[test]
-fn sigkill_to_the_back_during_the_cleanup_does_not_run_it_twice() {
-    // The cleanup is a shell with a sigprobe (and its child) under it: the
-    // front kills the cleanup's group and leftovers, and does not start
-    // the cleanup again.
+fn sigkill_to_the_back_during_the_cleanup_lets_the_cleanup_finish() {
+    // The cleanup is what reap guarantees: the front, its parent once the
+    // back is gone, lets it run to its end (it is not killed, nor run
+    // again), sweeps what it left, and exits 125. The cleanup is a shell
+    // with a sigprobe (and its child) under it; the sigprobe's child is
+    // what it leaves.
     let dir = temp_dir("reap-back-lost-cleanup");
     let marker = dir.join("marker");
+    let events = dir.join("events.jsonl");
     let cleanup = format!(
-        "echo \"ran $$ cause=$REAP_CAUSE\" >> {}; {} --fork 1; echo done >> {0}",
+        "echo \"ran $$ cause=$REAP_CAUSE\" >> {}; {} --fork 1; echo \"done $?\" >> {0}",
         marker.display(),
         sigprobe()
     );
-    let mut run = reap(["--grace", "120s", "-c", &cleanup, "--", "true"])
+    let mut run = reap(["--grace", "120s", "--events"])
+        .arg(&events)
+        .args(["-c", &cleanup, "--", "true"])
         .stderr_piped()
         .spawn();
     let readies = run.expect_readies(2, TIMEOUT);
@@ -264,31 +273,55 @@ fn sigkill_to_the_back_during_the_cleanup_does_not_run_it_twice() {
         .parse::<i32>()
         .unwrap();
     sigkill(back);
+    let front = run.pid();
+    procfs::wait_until("the cleanup is the front's child", TIMEOUT, || {
+        procfs::ppid(shell) == Some(front)
+    });
+    // The cleanup goes on: its sigprobe still answers, and ends when told
+    // to; the shell carries on to its last line.
+    let main = readies.iter().find(|r| r.role == "main").unwrap().pid;
+    // SAFETY: kill(2) of the cleanup's sigprobe, alive (it answered).
+    assert_eq!(unsafe { libc::kill(main, libc::SIGUSR1) }, 0);
+    run.expect_line(&format!("got USR1 pid={main}"), TIMEOUT);
+    let lines = run.lines_so_far();
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("got ") && !l.starts_with("got USR1")),
+        "the cleanup was signalled: {lines:?}"
+    );
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(main, libc::SIGTERM) }, 0);
     let status = run.wait_exit(TIMEOUT);
     let stderr = run.stderr_all();
     assert_eq!(status.code(), Some(125), "{status:?}: {stderr}");
     for r in &readies {
         assert!(procfs::start_time(r.pid).is_none(), "{r:?} left running");
     }
-    assert!(
-        procfs::start_time(shell).is_none(),
-        "the cleanup's shell left"
+    assert_eq!(
+        marker_lines(&marker),
+        [format!("ran {shell} cause=exit"), "done 0".to_string()],
+        "the cleanup ran once, to its end"
     );
-    assert_eq!(marker_lines(&marker), [format!("ran {shell} cause=exit")]);
     assert_eq!(
         stderr.lines().collect::<Vec<_>>(),
         [format!(
             "reap: the subreaper process (pid {back}) was killed by KILL during the cleanup: \
-             killed the cleanup (pid {shell}) and 2 other process(es); the cleanup is not run \
-             again"
+             the cleanup (pid {shell}) went on and exited with 0; what it left was swept"
         )],
     );
-    let lines = run.lines_so_far();
-    assert!(
-        !lines.iter().any(|l| l.starts_with("got ")),
-        "the cleanup was signalled before KILL: {lines:?}"
-    );
+    assert_exit_event(&events, 125);
     drop(guard);
+}
+
+/// The event log's last line is the `exit` event, with `status`.
+fn assert_exit_event(events: &std::path::Path, status: i32) {
+    let log = std::fs::read_to_string(events).unwrap_or_default();
+    let exit = log.lines().last().unwrap_or_default();
+    assert!(
+        exit.contains("\"event\":\"exit\"") && exit.contains(&format!("\"status\":{status},")),
+        "the exit event says what reap exits with ({status}): {exit}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

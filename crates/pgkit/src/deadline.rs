@@ -71,6 +71,13 @@ impl AsFd for Timer {
     }
 }
 
+/// `CLOCK_MONOTONIC` now, in ms: one clock for every process of the
+/// machine, so a time one process writes down another can count from.
+pub fn monotonic_ms() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64).saturating_mul(1000) + (t.tv_nsec as u64) / 1_000_000
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
