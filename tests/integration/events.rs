@@ -71,6 +71,44 @@ fn a_pgwrap_run_logs_to_a_descriptor_of_the_caller() {
     assert!(text.contains("\"event\":\"exit\",\"status\":4,\"cause\":\"exit\""));
 }
 
+/// A log on a descriptor the caller shares with COMMAND (its stdout, a
+/// pipe): each tool writes the log without changing that descriptor, so
+/// COMMAND's own writes to it block as they would without the log, and
+/// none fails. (A non-blocking flag on the shared open file description
+/// made `head` fail with EAGAIN after 61549 of 10000000 bytes.)
+#[test]
+fn a_log_on_a_shared_descriptor_leaves_it_as_the_caller_made_it() {
+    let bytes = 3_000_000;
+    for tool in ["pgwrap", "graceful", "reap"] {
+        let script = format!(
+            "{} --events 1 -- sh -c 'grep ^flags /proc/self/fdinfo/1 >&2; head -c {bytes} /dev/zero' \
+             | (sleep 0.5; wc -c)",
+            bin(tool).display()
+        );
+        let mut run = Run::new("sh").args(["-c", &script]).stderr_piped().spawn();
+        let count = run.expect_line("", TIMEOUT);
+        let status = run.wait_exit(TIMEOUT);
+        let err = run.stderr_all();
+        assert_eq!(status.code(), Some(0), "{tool}: {err}");
+        let flags = err
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+            .unwrap_or_else(|| panic!("{tool}: no flags line: {err}"));
+        assert_eq!(
+            flags & libc::O_NONBLOCK as u32,
+            0,
+            "{tool}: COMMAND's stdout was made non-blocking"
+        );
+        assert!(!err.contains("temporarily unavailable"), "{tool}: {err}");
+        let total: usize = count.trim().parse().unwrap();
+        assert!(
+            total > bytes,
+            "{tool}: {total} bytes: COMMAND's and the log's lines, all of them"
+        );
+    }
+}
+
 /// A log whose reader is gone: the writes fail, the tool goes on and ends
 /// as COMMAND did, saying so once on stderr.
 #[test]

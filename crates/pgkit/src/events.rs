@@ -3,9 +3,14 @@
 //!
 //! `{"v":1,"t":<CLOCK_MONOTONIC ns>,"tool":"graceful","pid":N,"event":"...",...}`
 //!
-//! The log never blocks and never ends the tool: the descriptor is made
-//! non-blocking, a line that cannot be written whole (a full pipe, a reader
-//! gone) is counted and dropped, and the count is said once on stderr. Lines
+//! The log never blocks and never ends the tool, and never changes a
+//! descriptor it shares with the caller or COMMAND: a descriptor given by
+//! number is written through an open file description of the tool's own
+//! (a pipe, FIFO or terminal reopened through `/proc/self/fd`, non-blocking
+//! there only; a socket with `MSG_DONTWAIT` on each send; a regular file,
+//! which never blocks a write, as it is). A line that cannot be written
+//! whole (a full pipe, a reader gone) is counted and dropped, and the count
+//! is said once on stderr. Lines
 //! are formatted into a fixed buffer on the stack: nothing is allocated on
 //! the signal path.
 
@@ -25,6 +30,9 @@ const LINE: usize = 1024;
 /// Where the events go.
 pub struct EventLog {
     fd: OwnedFd,
+    /// A socket: each line is sent with `MSG_DONTWAIT` (its open file
+    /// description stays as the caller's, blocking or not).
+    socket: bool,
     dropped: Cell<u64>,
     said: Cell<bool>,
 }
@@ -41,19 +49,7 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
         let n: RawFd = target
             .parse()
             .map_err(|_| Error::usage(format!("invalid descriptor '{target}' for {opt}")))?;
-        // F_DUPFD_CLOEXEC: our own close-on-exec copy, so COMMAND does not
-        // get the log through us (it has the caller's descriptor anyway).
-        // SAFETY: fcntl on an integer; an invalid descriptor gives EBADF.
-        let dup = unsafe { libc::fcntl(n, libc::F_DUPFD_CLOEXEC, 3) };
-        if dup < 0 {
-            let e = io::Error::last_os_error();
-            return Err(Error::usage(format!(
-                "descriptor {n} for {opt} is not open ({}): open it in the caller, e.g. {opt} 3 3>events.jsonl",
-                describe(&e)
-            )));
-        }
-        // SAFETY: a new descriptor that nothing else owns.
-        unsafe { OwnedFd::from_raw_fd(dup) }
+        return private(n, opt);
     } else {
         use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
@@ -69,16 +65,80 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
             })?;
         OwnedFd::from(file)
     };
-    // Never wait on the log. The flag is on the open file description,
-    // which the caller may share: documented in the man pages.
-    if let Ok(flags) = rustix::fs::fcntl_getfl(&fd) {
-        let _ = rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK);
+    // A file of our own: a regular file never blocks a write (a FIFO
+    // named by path is reopened non-blocking, as a descriptor would be).
+    Ok(EventLog::new(nonblocking_if_it_may_block(fd)?, false))
+}
+
+impl EventLog {
+    fn new(fd: OwnedFd, socket: bool) -> EventLog {
+        EventLog {
+            fd,
+            socket,
+            dropped: Cell::new(0),
+            said: Cell::new(false),
+        }
     }
-    Ok(EventLog {
-        fd,
-        dropped: Cell::new(0),
-        said: Cell::new(false),
-    })
+}
+
+/// `fd` as is if a write to it cannot block (a regular file), else made
+/// non-blocking: only for a descriptor whose open file description is the
+/// tool's own.
+fn nonblocking_if_it_may_block(fd: OwnedFd) -> Result<OwnedFd, Error> {
+    use rustix::fs::{FileType, OFlags};
+    let kind = rustix::fs::fstat(&fd).map(|st| FileType::from_raw_mode(st.st_mode));
+    if !matches!(kind, Ok(FileType::RegularFile | FileType::BlockDevice)) {
+        if let Ok(flags) = rustix::fs::fcntl_getfl(&fd) {
+            let _ = rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK);
+        }
+    }
+    Ok(fd)
+}
+
+/// The caller's descriptor `n`, as the log writes it without changing it:
+/// a close-on-exec copy (so COMMAND does not get the log through us: it
+/// has the caller's descriptor anyway) for a regular file or a socket; a
+/// pipe, FIFO or character device is opened anew through
+/// `/proc/self/fd/N`, so the non-blocking flag is on a description nobody
+/// else shares (`O_NONBLOCK` on the caller's would make COMMAND's own
+/// writes to it fail with EAGAIN).
+fn private(n: RawFd, opt: &str) -> Result<EventLog, Error> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    // SAFETY: fcntl on an integer; an invalid descriptor gives EBADF.
+    let dup = unsafe { libc::fcntl(n, libc::F_DUPFD_CLOEXEC, 3) };
+    if dup < 0 {
+        let e = io::Error::last_os_error();
+        return Err(Error::usage(format!(
+            "descriptor {n} for {opt} is not open ({}): open it in the caller, e.g. {opt} 3 3>events.jsonl",
+            describe(&e)
+        )));
+    }
+    // SAFETY: a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(dup) };
+    let kind = rustix::fs::fstat(&fd)
+        .map(|st| FileType::from_raw_mode(st.st_mode))
+        .map_err(|e| Error::sys(&format!("inspect descriptor {n} for {opt}"), e.into()))?;
+    match kind {
+        FileType::RegularFile | FileType::BlockDevice => Ok(EventLog::new(fd, false)),
+        FileType::Socket => Ok(EventLog::new(fd, true)),
+        _ => {
+            let path = format!("/proc/self/fd/{dup}");
+            let own = rustix::fs::open(
+                path.as_str(),
+                OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+                Mode::empty(),
+            )
+            .map_err(|e| {
+                Error::usage(format!(
+                    "cannot open descriptor {n} for {opt} on its own ({}: {}): without it a \
+                     write could block the tool or change the caller's descriptor; give a path",
+                    path,
+                    describe(&e.into())
+                ))
+            })?;
+            Ok(EventLog::new(own, false))
+        }
+    }
 }
 
 /// Make `log` the process's event log.
@@ -178,7 +238,14 @@ pub fn emit(event: &str, fields: &[(&str, Value<'_>)]) {
             return;
         };
         let written = format(event, fields).is_some_and(|line| {
-            rustix::io::write(&log.fd, &line.buf[..line.len]).is_ok_and(|n| n == line.len)
+            let bytes = &line.buf[..line.len];
+            let sent = if log.socket {
+                use rustix::net::SendFlags;
+                rustix::net::send(&log.fd, bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
+            } else {
+                rustix::io::write(&log.fd, bytes)
+            };
+            sent.is_ok_and(|n| n == line.len)
         });
         if !written {
             log.dropped.set(log.dropped.get() + 1);
