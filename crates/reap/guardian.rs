@@ -66,7 +66,7 @@ const NEWS: usize = 8;
 
 /// The tags of the back's records.
 const STOPPED: u32 = 1;
-const STOPPING: u32 = 6;
+const STOPPING: u32 = 2;
 
 /// The slots of the board, each written once by the back.
 #[derive(Clone, Copy)]

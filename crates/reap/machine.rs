@@ -249,6 +249,8 @@ pub struct Machine {
     /// The front's takeover: it says what happened on a line of its own,
     /// and exits 125, whatever the final status.
     takeover: bool,
+    /// COMMAND's status as last told to the front (`Action::ReportStatus`).
+    reported: Option<Status>,
 }
 
 impl Machine {
@@ -266,6 +268,7 @@ impl Machine {
             cleanup: None,
             timed_out: false,
             takeover: false,
+            reported: None,
         }
     }
 
@@ -424,6 +427,7 @@ impl Machine {
             }
             Event::CommandExited(status) => {
                 self.command = Some(status);
+                self.reported = Some(status);
                 let stage = match self.phase {
                     // Within the stop delay: no grace yet, the sweep's own.
                     Phase::Run { .. } if self.delayed.is_some() => {
@@ -434,7 +438,10 @@ impl Machine {
                     _ if self.params.keep_orphans => Stage::Wait,
                     _ => Stage::Stop(self.grace_from(now)),
                 };
-                let mut actions = vec![Action::ReleaseTerminal];
+                // The front learns it now, not only once the sweep is
+                // over: a back killed during the sweep leaves the front a
+                // cleanup to run with COMMAND's real REAP_STATUS.
+                let mut actions = vec![Action::ReportStatus(status), Action::ReleaseTerminal];
                 actions.extend(self.sweep(stage, true));
                 actions
             }
@@ -616,9 +623,15 @@ impl Machine {
 
     /// COMMAND and its tree are gone (or COMMAND never started).
     fn command_done(&mut self, status: Status) -> Vec<Action> {
-        self.command = Some(status);
         self.phase = Phase::Settle;
-        let mut actions = vec![Action::ReportStatus(status)];
+        // Reported once: when COMMAND's exit was seen while it ran, that
+        // report said it.
+        let reported = self.reported == Some(status);
+        self.command = Some(status);
+        let mut actions: Vec<Action> = (!reported)
+            .then_some(Action::ReportStatus(status))
+            .into_iter()
+            .collect();
         // Signals read before COMMAND could be started, never passed on.
         let held = std::mem::take(&mut self.held);
         actions.extend(
@@ -1025,7 +1038,11 @@ mod tests {
         let t1 = t + ms(100);
         assert_eq!(
             m.on(CommandExited(Status::Exited(3)), t1),
-            [ReleaseTerminal, Sweep(TERM)]
+            [
+                ReportStatus(Status::Exited(3)),
+                ReleaseTerminal,
+                Sweep(TERM)
+            ]
         );
         assert_eq!(
             m.phase(),
@@ -1047,7 +1064,7 @@ mod tests {
         let mut m = running(p, t);
         assert_eq!(
             m.on(CommandExited(ok()), t),
-            [ReleaseTerminal, Sweep(Signal::USR1)]
+            [ReportStatus(ok()), ReleaseTerminal, Sweep(Signal::USR1)]
         );
         assert_eq!(m.on(TreeRemains, t), [Rewalk(Signal::USR1)]);
     }
@@ -1099,7 +1116,7 @@ mod tests {
                 for_command: true
             }
         );
-        assert_eq!(m.on(TreeEmpty, end + ms(3)), [ReportStatus(ok())]);
+        assert_eq!(m.on(TreeEmpty, end + ms(3)), []);
         assert_eq!(m.phase(), Phase::Settle);
     }
 
@@ -1108,7 +1125,7 @@ mod tests {
         let t = Instant::now();
         let mut m = running(params(), t);
         m.on(CommandExited(ok()), t);
-        assert_eq!(m.on(TreeEmpty, t + ms(5)), [ReportStatus(ok())]);
+        assert_eq!(m.on(TreeEmpty, t + ms(5)), []);
         assert_eq!(m.deadline(), None);
         assert_eq!(m.due(t + ms(5_000)), None);
     }
@@ -1120,7 +1137,11 @@ mod tests {
         m.on(Event::Signal(TERM, FROM), t);
         assert_eq!(
             m.on(CommandExited(Status::Signaled(TERM)), t + ms(3_000)),
-            [ReleaseTerminal, Sweep(TERM)]
+            [
+                ReportStatus(Status::Signaled(TERM)),
+                ReleaseTerminal,
+                Sweep(TERM)
+            ]
         );
         assert_eq!(m.deadline(), Some(t + ms(5_000)), "not a new grace");
     }
@@ -1194,7 +1215,7 @@ mod tests {
         let mut m = running(p, t);
         assert_eq!(
             m.on(CommandExited(ok()), t),
-            [ReleaseTerminal, Say(Note::KeepOrphans)]
+            [ReportStatus(ok()), ReleaseTerminal, Say(Note::KeepOrphans)]
         );
         assert_eq!(m.deadline(), None);
         assert_eq!(m.on(TreeRemains, t + ms(1)), []);
@@ -1202,7 +1223,7 @@ mod tests {
             m.on(Event::Signal(Signal::USR1, FROM), t),
             [Say(Note::NotPassedOn(Signal::USR1, FROM))]
         );
-        assert_eq!(m.on(TreeEmpty, t + ms(60_000)), [ReportStatus(ok())]);
+        assert_eq!(m.on(TreeEmpty, t + ms(60_000)), []);
     }
 
     #[test]
@@ -1867,7 +1888,7 @@ mod tests {
         let now = t + ms(100);
         assert_eq!(
             m.on(CommandExited(ok()), now),
-            [ReleaseTerminal, Sweep(TERM)]
+            [ReportStatus(ok()), ReleaseTerminal, Sweep(TERM)]
         );
         assert_eq!(m.deadline(), Some(now + ms(5_000)));
         m.on(TreeEmpty, now);

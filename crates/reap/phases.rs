@@ -244,7 +244,7 @@ impl<'a> Back<'a> {
         let running = self
             .leader
             .as_mut()
-            .is_some_and(|c| c.poll_exit().is_none());
+            .is_some_and(|c| c.peek_exit().is_none());
         // Counted before the KILL: a process the group's KILL ends may be
         // gone before the sweep's walk sees it.
         let mut killed: BTreeSet<(i32, u64)> = descend::descendants()
@@ -393,18 +393,12 @@ impl<'a> Back<'a> {
         };
         // Without its pidfd readable, COMMAND has not exited.
         let exited = if self.inbox.extra_ready {
-            child.poll_exit()
+            child.peek_exit()
         } else {
             None
         };
         if let Some(status) = exited {
             verbose!("COMMAND (pid {}) {status}", child.pid());
-            // The front learns COMMAND's status now, not only once the
-            // sweep is over: a back killed during the sweep leaves the
-            // front a cleanup to run with COMMAND's real REAP_STATUS.
-            if let Some(front) = &self.to_front {
-                front.command_status(status);
-            }
             return self.feed(Event::CommandExited(status));
         }
         match child.poll_job() {
@@ -420,7 +414,7 @@ impl<'a> Back<'a> {
     fn look_at_tree(&mut self) {
         let keep = self.leader.as_ref().filter(|c| !c.is_reaped());
         self.reap_adopted(keep.map(|c| c.pid()));
-        if let Some(status) = self.leader.as_mut().and_then(|c| c.poll_exit()) {
+        if let Some(status) = self.leader.as_mut().and_then(|c| c.peek_exit()) {
             if let Phase::Sweep {
                 for_command: false, ..
             } = self.machine.phase()
@@ -451,7 +445,7 @@ impl<'a> Back<'a> {
         let Some(child) = self.leader.as_mut() else {
             return;
         };
-        if let Some(status) = child.poll_exit() {
+        if let Some(status) = child.peek_exit() {
             events::cleanup_exited(child.pid(), status);
             self.cleanup_logged = true;
             return self.feed(Event::CleanupExited(status));

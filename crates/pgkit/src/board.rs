@@ -109,7 +109,7 @@ mod tests {
             }
             Some(child) => {
                 let mut child = child;
-                while child.poll_exit().is_none() {
+                while child.peek_exit().is_none() {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
                 assert_eq!(b.get(1), Some(4242));

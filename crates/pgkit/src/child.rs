@@ -185,12 +185,6 @@ impl Child {
         self.exit
     }
 
-    /// The old name of [`Child::peek_exit`] (it never called `poll(2)`), kept
-    /// for callers not yet moved over.
-    pub fn poll_exit(&mut self) -> Option<Status> {
-        self.peek_exit()
-    }
-
     /// COMMAND is no longer our child to wait for: something reaped it
     /// behind our back (SIGCHLD ignored with no exec in between, or a
     /// `waitid` of someone else's). Its status is lost and its pid may be

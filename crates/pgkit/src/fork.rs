@@ -14,8 +14,8 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 /// `fork(2)` (libc's: rustix has only `runtime::kernel_fork`, which skips
-/// the C library's own bookkeeping of the child): the parent gets the child (pidfd included, unreaped), the
-/// child gets `None`. The child inherits the signal mask (so every signal
+/// the C library's own bookkeeping of the child): the parent gets the
+/// child (pidfd included, unreaped), the child gets `None`. The child inherits the signal mask (so every signal
 /// stays blocked) but no pending signal, and no parent-death signal.
 pub fn fork() -> io::Result<Option<Child>> {
     // SAFETY: the tools are single-threaded, so no other thread can hold a

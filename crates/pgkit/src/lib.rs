@@ -30,7 +30,8 @@
 //! | `cli`       | argument helpers shared by the three parsers                      |
 //!
 //! Rules every module keeps:
-//! - one thread; the process sleeps in exactly one blocking call (`poll::wait`);
+//! - one thread; while it waits the process sleeps in one blocking call at a
+//!   time (`poll::wait`), with no timeout unless a deadline is armed;
 //! - every signal the tool handles is blocked from before `main` and read from a
 //!   `signalfd`, so none is lost before COMMAND exists and realtime signals keep
 //!   their queue (one read per signal sent);

@@ -38,8 +38,6 @@ pub enum Isolation {
     Group,
     /// `setsid()`: a new session (and group), without a controlling terminal.
     Session,
-    /// Neither: COMMAND stays in the tool's group and session.
-    Inherit,
 }
 
 /// How to start COMMAND.
@@ -531,7 +529,6 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     let isolated = match job.isolation {
         Isolation::Group => setpgid(None, None).map_err(|e| (Stage::Group, e)),
         Isolation::Session => setsid().map(drop).map_err(|e| (Stage::Session, e)),
-        Isolation::Inherit => Ok(()),
     };
     if let Err((stage, errno)) = isolated {
         return fail(stage, errno);

@@ -7,7 +7,7 @@
 //!   or its group. It refuses (ESRCH) once `Child::reap` has run, and before
 //!   that COMMAND is unreaped — alive or a zombie — so its PID, which is
 //!   also its group's id, cannot have been handed out again. `Child` learns
-//!   of the exit with `waitid(WNOWAIT)` (`Child::poll_exit`), which leaves
+//!   of the exit with `waitid(WNOWAIT)` (`Child::peek_exit`), which leaves
 //!   the zombie in place. pgwrap reaps COMMAND only once its loop is over
 //!   and then exits; it signals nothing in between.
 //! - graceful keeps COMMAND, the group's leader, unreaped until the whole
