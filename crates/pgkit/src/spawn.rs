@@ -454,6 +454,12 @@ struct ChildJob<'a> {
 
 const CHILD_STACK: usize = 64 * 1024;
 
+/// Below the child's stack, a page it may not touch: an overflow faults
+/// (SIGSEGV in the child, never a silent write into whatever the kernel
+/// mapped below). The largest base page of the architectures the suite
+/// builds for (64 KiB on some arm64 and ppc64el kernels) is whole in it.
+const GUARD: usize = 64 * 1024;
+
 /// `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD)` running
 /// [`child_main`]; falls back to no pidfd on kernels without CLONE_PIDFD.
 fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(Pid, Option<OwnedFd>)> {
@@ -462,7 +468,7 @@ fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(Pid, Option<OwnedFd>)> {
     let stack = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            CHILD_STACK,
+            GUARD + CHILD_STACK,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
             -1,
@@ -472,9 +478,17 @@ fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(Pid, Option<OwnedFd>)> {
     if stack == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: the lowest GUARD bytes of the mapping just made, page-aligned
+    // (GUARD is a multiple of every page size), used by nothing yet.
+    if unsafe { libc::mprotect(stack, GUARD, libc::PROT_NONE) } != 0 {
+        let err = io::Error::last_os_error();
+        // SAFETY: the mapping made above, not used.
+        unsafe { libc::munmap(stack, GUARD + CHILD_STACK) };
+        return Err(err);
+    }
     // SAFETY: the top of the mapping; the stack grows down on every Linux
     // architecture this builds for.
-    let top = unsafe { stack.cast::<u8>().add(CHILD_STACK) }.cast::<c_void>();
+    let top = unsafe { stack.cast::<u8>().add(GUARD + CHILD_STACK) }.cast::<c_void>();
     let arg = job as *const ChildJob<'_> as *mut c_void;
     let base = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     let mut pidfd: c_int = -1;
@@ -504,7 +518,7 @@ fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(Pid, Option<OwnedFd>)> {
     }
     let err = io::Error::last_os_error();
     // SAFETY: the child no longer runs on this stack.
-    unsafe { libc::munmap(stack, CHILD_STACK) };
+    unsafe { libc::munmap(stack, GUARD + CHILD_STACK) };
     let Some(pid) = crate::typed_pid(pid) else {
         return Err(err);
     };

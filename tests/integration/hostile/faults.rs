@@ -368,3 +368,57 @@ fn graceful_without_proc_kills_the_group_at_the_deadline() {
     let err = run.stderr_all();
     assert!(err.contains("/proc is not usable"), "{err}");
 }
+
+/// The vfork child's stack has a guard page below it: an overflow in the
+/// child faults instead of writing into whatever lies below. Read off the
+/// tool's own system calls (strace): the stack's mapping, its lowest 64 KiB
+/// made PROT_NONE, and the clone's stack pointer above them.
+#[test]
+fn the_vfork_childs_stack_has_a_guard_below_it() {
+    let test = "the_vfork_childs_stack_has_a_guard_below_it";
+    if !cfg!(target_arch = "x86_64") {
+        return skip::skip(test, "reads strace's x86_64 names of mmap and clone");
+    }
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    for tool in ["pgwrap", "graceful", "reap"] {
+        let out = Command::new("strace")
+            .args(["-f", "-e", "trace=mmap,mprotect,clone", "-o", "/dev/stdout"])
+            .arg(bin(tool))
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .expect("strace");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let hex = |s: &str| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok();
+        let lines: Vec<&str> = text.lines().collect();
+        let clone_at = lines
+            .iter()
+            .position(|l| l.contains("clone(") && l.contains("CLONE_VFORK"))
+            .unwrap_or_else(|| panic!("{tool}: no vfork clone in:\n{text}"));
+        let stack = lines[..clone_at]
+            .iter()
+            .rev()
+            .find(|l| l.contains("MAP_STACK"))
+            .and_then(|l| l.rsplit("= ").next())
+            .and_then(hex)
+            .unwrap_or_else(|| panic!("{tool}: no stack mapping before the clone:\n{text}"));
+        let guard = format!("mprotect({stack:#x}, 65536, PROT_NONE) = 0");
+        assert!(
+            lines[..clone_at].iter().any(|l| l.contains(&guard)),
+            "{tool}: no `{guard}` before the clone:\n{text}"
+        );
+        let sp = lines[clone_at]
+            .split("child_stack=")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(hex)
+            .unwrap_or_else(|| panic!("{tool}: {}", lines[clone_at]));
+        assert!(
+            sp > stack + 65536 && sp <= stack + 2 * 65536,
+            "{tool}: the child's stack pointer {sp:#x} is not above the guard at {stack:#x}"
+        );
+    }
+}
