@@ -19,7 +19,7 @@ use pgkit::tty::{self, JobControl};
 use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
 use std::cell::Cell;
 use std::os::fd::AsFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub struct Supervisor<'a> {
     config: &'a Config,
@@ -31,6 +31,10 @@ pub struct Supervisor<'a> {
     stopped: bool,
     /// Once COMMAND has exited: a live member of its group, watched by pidfd.
     member: Option<group::Member>,
+    /// Without a pidfd of that member (no pidfds here) and with another
+    /// parent than graceful, no signal says when it exits: the group is
+    /// looked at again after this long, doubling up to a second.
+    recheck: Option<Duration>,
     /// Said once that, without `/proc`, the group is watched blind.
     blind_warned: bool,
     /// COMMAND's notification socket, relayed to systemd's.
@@ -57,6 +61,7 @@ impl<'a> Supervisor<'a> {
             jobs,
             stopped: false,
             member: None,
+            recheck: None,
             blind_warned: false,
             relay,
             trigger: Cell::new(None),
@@ -163,13 +168,29 @@ impl<'a> Supervisor<'a> {
         let before = self.member.as_ref().map(|m| m.pid);
         let pgid = self.child.pid();
         self.member = group::live_member(pgid, pgid);
+        let me = std::process::id() as i32;
+        let blind = self.member.as_ref().is_some_and(|m| {
+            m.pidfd.is_none() && pgkit::procfs::stat(m.pid).is_some_and(|p| p.ppid != me)
+        });
+        self.recheck = match (blind, self.recheck) {
+            (false, _) => None,
+            (true, None) => Some(RECHECK_FIRST),
+            (true, Some(step)) => Some((step * 2).min(RECHECK_MOST)),
+        };
         match &self.member {
             None => {
                 verbose!("group {pgid} is gone");
                 self.machine.on(Event::GroupGone, now);
             }
             Some(m) if before != Some(m.pid) => {
-                verbose!("waiting for pid {} and the rest of group {pgid}", m.pid)
+                verbose!("waiting for pid {} and the rest of group {pgid}", m.pid);
+                if blind {
+                    verbose!(
+                        "no pidfd of pid {} (not our child): looking again for what is left of \
+                         group {pgid} every second at most",
+                        m.pid
+                    );
+                }
             }
             Some(_) => {}
         }
@@ -335,9 +356,16 @@ impl<'a> Supervisor<'a> {
 
     /// The one blocking call.
     fn wait(&mut self) {
-        let deadline = self
-            .signals
-            .wake_by(self.machine.deadline(), Instant::now());
+        let now = Instant::now();
+        // Where no descriptor and no signal can tell of a member's exit
+        // (kernels without pidfds), a look again later: the one bounded
+        // exception to "no wake-up unless something happened".
+        let recheck = self.recheck.and_then(|step| now.checked_add(step));
+        let due = match (self.machine.deadline(), recheck) {
+            (Some(d), Some(r)) => Some(d.min(r)),
+            (d, r) => d.or(r),
+        };
+        let deadline = self.signals.wake_by(due, now);
         let mut fds = vec![self.signals.as_fd()];
         if self.child.exit_status().is_none() {
             // Readable for good once COMMAND has exited: then left out.
@@ -350,6 +378,11 @@ impl<'a> Supervisor<'a> {
         poll::wait(&fds, deadline);
     }
 }
+
+/// The first and the longest wait between two looks at a group whose
+/// last members no pidfd watches (see `Supervisor::recheck`).
+const RECHECK_FIRST: Duration = Duration::from_millis(10);
+const RECHECK_MOST: Duration = Duration::from_secs(1);
 
 /// Why `/proc` cannot be used, for a warning.
 fn proc_problem() -> String {

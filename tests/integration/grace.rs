@@ -591,3 +591,56 @@ fn a_timeout_waits_for_the_stop_delay_and_exits_124() {
 fn an_infinite_stop_delay_is_refused() {
     crate::command_line::assert_rejected("graceful", &[&["--stop-delay", "inf", "--"]]);
 }
+
+/// Without pidfds (a kernel before 5.3, or a seccomp profile that refuses
+/// them: here strace's fault injection on graceful alone), the last member
+/// of COMMAND's group may be another process's child: its exit then
+/// reaches graceful by no signal. graceful must still see the group gone
+/// and exit, not wait for some unrelated exit (here, 60 s later).
+#[test]
+fn without_pidfds_the_exit_of_a_member_that_is_not_gracefuls_child_is_seen() {
+    let test = "without_pidfds_the_exit_of_a_member_that_is_not_gracefuls_child_is_seen";
+    for (program, package) in [("strace", "strace"), ("perl", "perl")] {
+        if let Some(why) = crate::kit::skip::needs_program(program, package) {
+            return crate::kit::skip::skip(test, &why);
+        }
+    }
+    let dir = crate::kit::temp_dir("graceful-no-pidfd");
+    let holder = dir.join("holder");
+    // COMMAND (sh) starts a holder in a group of its own, whose child
+    // joins COMMAND's group, says so, and exits 0.5 s later; the holder,
+    // outside the group, outlives it by a minute; COMMAND exits at once.
+    let script = format!(
+        "pg=$$; perl -e 'setpgrp(0,0); open(my $f, \">\", \"{holder}\"); print $f \"$$\\n\"; \
+         close $f; if (fork() == 0) {{ setpgrp(0, '$pg'); print \"member $$\\n\"; \
+         select(undef,undef,undef,0.5); exit 0 }} sleep 60' & sleep 0.2; exit 0",
+        holder = holder.display()
+    );
+    let mut run = Run::new("strace")
+        .args(["-qq", "-o", "/dev/null", "-e", "trace=pidfd_open,clone"])
+        .args(["-e", "inject=pidfd_open:error=ENOSYS"])
+        .args(["-e", "inject=clone:error=EINVAL:when=1"])
+        .arg(bin("graceful"))
+        .args(["-v", "--", "sh", "-c", &script])
+        .stderr_piped()
+        .spawn();
+    run.expect_line("member ", TIMEOUT);
+    let t0 = Instant::now();
+    // The holder is in a group of its own: killed by its pid, pass or fail.
+    let mut guard = crate::reap_kit::Guard::new();
+    if let Some(pid) = std::fs::read_to_string(&holder)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+    {
+        guard.watch(pid);
+    }
+    let status = run.wait_exit(TIMEOUT + Duration::from_secs(20));
+    let took = t0.elapsed();
+    drop(guard);
+    let err = run.stderr_all();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        took < Duration::from_secs(20),
+        "graceful saw the member's exit only {took:?} later:\n{err}"
+    );
+}
