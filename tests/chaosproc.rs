@@ -499,6 +499,8 @@ struct Plan {
     /// front and back).
     chain: Vec<String>,
     events: Vec<(u64, String, i32)>,
+    /// Pauses: at (ms after ready), target, length (ms).
+    pauses: Vec<(u64, String, u64)>,
     decoys: Vec<usize>,
     nodes: usize,
 }
@@ -544,6 +546,16 @@ fn read_plan(path: &str) -> Plan {
                         f[0].parse().unwrap_or(0),
                         f[1].into(),
                         f[2].parse().unwrap_or(15),
+                    ));
+                }
+            }
+            "pause" => {
+                let f: Vec<&str> = v.split(' ').collect();
+                if f.len() == 3 {
+                    p.pauses.push((
+                        f[0].parse().unwrap_or(0),
+                        f[1].into(),
+                        f[2].parse().unwrap_or(1),
                     ));
                 }
             }
@@ -976,6 +988,8 @@ impl Sup {
         let mut tool_end: Option<Instant> = None;
         let mut ready_at: Option<Instant> = None;
         let mut fired = vec![false; self.plan.events.len()];
+        // Each pause: not yet, stopped until this instant, or over.
+        let mut pauses: Vec<Option<Option<Instant>>> = vec![None; self.plan.pauses.len()];
         let mut last_sample = Instant::now() - Duration::from_secs(1);
         let (mut hang, mut spin) = (false, false);
         let mut settled: Option<Instant> = None;
@@ -1035,6 +1049,23 @@ impl Sup {
                         fired[i] = true;
                         let how = self.fire(tool, tool_status.is_none(), &target, sig);
                         self.out.push(format!("event {i} {how} at={}", self.ms()));
+                    }
+                }
+                for (i, (offset, target, len)) in self.plan.pauses.clone().into_iter().enumerate() {
+                    match pauses[i] {
+                        None if now >= ready + Duration::from_millis(offset) => {
+                            let how =
+                                self.fire(tool, tool_status.is_none(), &target, libc::SIGSTOP);
+                            self.out.push(format!("pause {i} {how} at={}", self.ms()));
+                            pauses[i] = Some(Some(now + Duration::from_millis(len)));
+                        }
+                        Some(Some(until)) if now >= until => {
+                            let how =
+                                self.fire(tool, tool_status.is_none(), &target, libc::SIGCONT);
+                            self.out.push(format!("resume {i} {how} at={}", self.ms()));
+                            pauses[i] = Some(None);
+                        }
+                        _ => {}
                     }
                 }
             }

@@ -14,7 +14,11 @@
 //! a supervisor that recycles freed pids into decoys (ns_last_pid). Events
 //! at random times: signals to the tool, its group, COMMAND, a leftover;
 //! SIGKILL of any process of the chain (front, back, COMMAND, a leftover,
-//! the cleanup).
+//! the cleanup). Pauses: SIGSTOP, then SIGCONT 1-500 ms later, of a tool
+//! of the chain or reap's back, at random moments: a pause delays what
+//! that process does (the model lets events of the paused time come in
+//! either order, and the bounds grow by the pauses) and changes nothing
+//! else — no request is lost to it.
 //!
 //! `chaosproc sup` runs one scenario and reports what it saw; this module
 //! judges it. Invariants, each a violation kind:
@@ -203,6 +207,16 @@ struct Event {
     sig: i32,
 }
 
+/// A pause of one of the suite's own processes: SIGSTOP at `at`, SIGCONT
+/// `ms` later (CPU quota throttling, ptrace, a loaded host). It delays
+/// what that process does and must change nothing else.
+#[derive(Clone, Debug)]
+struct Pause {
+    at: u64,
+    target: Target,
+    ms: u64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
     Plain,
@@ -220,6 +234,7 @@ struct Scenario {
     layers: Vec<Tool>,
     nodes: Vec<Node>,
     events: Vec<Event>,
+    pauses: Vec<Pause>,
     ign: Vec<i32>,
     blk: Vec<i32>,
     pend: Vec<i32>,
@@ -548,11 +563,31 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
             decoys.push(1 + r.below(n_nodes - 1));
         }
     }
+    // Drawn last, so a seed's scenario is what it was, with pauses added.
+    // Not where a process of the tree stops itself: the CONT that ends a
+    // pause of a tool is, to the tool, `fg` or `bg` (job control cannot
+    // tell them apart), and continues its stopped COMMAND.
+    let mut pauses = Vec::new();
+    let self_stops = nodes.iter().any(|n| n.end == End::Stop);
+    if mode == Mode::Plain && !self_stops && chance(&mut r, 40) {
+        for _ in 0..1 + r.below(2) {
+            let target = match (r.below(3), has_reap) {
+                (0, Some(i)) => Target::Back(i),
+                _ => Target::Layer(r.below(layers.len())),
+            };
+            pauses.push(Pause {
+                at: ms(&mut r, 0, 700),
+                target,
+                ms: ms(&mut r, 1, 500),
+            });
+        }
+    }
     Scenario {
         seed,
         layers,
         nodes,
         events,
+        pauses,
         ign,
         blk,
         pend,
@@ -742,7 +777,7 @@ impl Scenario {
         if self.mode != Mode::Plain {
             b += 500;
         }
-        b
+        b + self.pauses.iter().map(|p| p.ms).sum::<u64>()
     }
 
     /// One line saying what the scenario is.
@@ -754,6 +789,10 @@ impl Scenario {
         let _ = write!(s, "tree={} events=[", self.spec());
         for e in &self.events {
             let _ = write!(s, "{}ms {:?} {}; ", e.at, e.target, sig_name(e.sig));
+        }
+        let _ = write!(s, "] pauses=[");
+        for p in &self.pauses {
+            let _ = write!(s, "{}ms {:?} {}ms; ", p.at, p.target, p.ms);
         }
         let _ = write!(
             s,
@@ -889,7 +928,27 @@ impl Sim<'_> {
     }
 
     fn push(&mut self, lo: u64, hi: u64, ev: Ev) {
+        let hi = self.paused_until(lo, hi);
         self.queue.push((lo, hi, ev));
+    }
+
+    /// `hi`, or later where a pause of one of the chain's processes covers
+    /// part of `lo..=hi`: what that process does then waits for the pause
+    /// to end, so the order of what happens meanwhile is not fixed.
+    fn paused_until(&self, lo: u64, mut hi: u64) -> u64 {
+        loop {
+            let widened = self
+                .sc
+                .pauses
+                .iter()
+                .filter(|p| p.at <= hi + TOL && lo <= p.at + p.ms)
+                .map(|p| p.at + p.ms + TOL)
+                .fold(hi, u64::max);
+            if widened == hi {
+                return hi;
+            }
+            hi = widened;
+        }
     }
 
     /// Signal `s` reaches layer `i` (the root when `i == k`) at `t`.
@@ -1413,16 +1472,20 @@ impl Sim<'_> {
         }
         let root_life = self.sc.nodes[0].life;
         self.push(root_life, root_life, Ev::RootEnd);
-        for (n, e) in self.sc.events.iter().enumerate() {
-            self.queue.push((e.at, e.at, Ev::External(n)));
+        let at: Vec<u64> = self.sc.events.iter().map(|e| e.at).collect();
+        for (n, at) in at.into_iter().enumerate() {
+            self.push(at, at, Ev::External(n));
         }
-        for (i, t) in self.sc.layers.iter().enumerate() {
-            if let Tool::Graceful(Graceful {
-                timeout: Some(to), ..
-            }) = t
-            {
-                self.queue.push((*to, *to, Ev::Timeout(i)));
-            }
+        let timeouts: Vec<(usize, u64)> = (self.sc.layers.iter().enumerate())
+            .filter_map(|(i, t)| match t {
+                Tool::Graceful(Graceful {
+                    timeout: Some(to), ..
+                }) => Some((i, *to)),
+                _ => None,
+            })
+            .collect();
+        for (i, to) in timeouts {
+            self.push(to, to, Ev::Timeout(i));
         }
         for &s in &self.sc.pend.clone() {
             self.deliver(0, s, 0);
@@ -1624,6 +1687,14 @@ fn run_scenario(sc: &Scenario, marker: &str) -> Report {
             Target::Cleanup => "cleanup".into(),
         };
         let _ = writeln!(plan, "event {} {target} {}", e.at, e.sig);
+    }
+    for p in &sc.pauses {
+        let target = match &p.target {
+            Target::Back(i) => format!("back:{i}"),
+            Target::Layer(i) => format!("layer:{i}"),
+            other => format!("{other:?}"),
+        };
+        let _ = writeln!(plan, "pause {} {target} {}", p.at, p.ms);
     }
     for d in &sc.decoys {
         let _ = writeln!(plan, "decoy {d}");
@@ -1942,6 +2013,8 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     } else {
         500
     };
+    // A paused tool reaps nothing until it is continued.
+    let blind_hold = blind_hold + sc.pauses.iter().map(|p| p.ms).sum::<u64>();
     for line in rep.lines.iter().filter(|l| l.starts_with("zombie ")) {
         let held = line
             .split_whitespace()
