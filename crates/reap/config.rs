@@ -26,6 +26,10 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
       --exec-cleanup         the cleanup replaces reap's subreaper process
                              (same PID); its status is reap's final status
       --keep-orphans         do not kill leftovers: wait for them to exit
+      --cgroup               run COMMAND in a new cgroup v2 below reap's own:
+                             leftovers are what is still in it (cgroup.kill);
+                             refused (125) where reap's cgroup is not
+                             delegated to it (systemd: Delegate=yes)
       --stop-all             on a stop request, the stop signal to every
                              descendant at once, not only to COMMAND's group
       --stop-delay DUR       on a stop request, wait this long before passing
@@ -68,6 +72,8 @@ pub struct Config {
     pub keep_orphans: bool,
     /// `--stop-all`.
     pub stop_all: bool,
+    /// `--cgroup`: COMMAND in a cgroup v2 of its own.
+    pub cgroup: bool,
     /// `--stop-delay`.
     pub stop_delay: Duration,
     /// `--events FD|PATH`.
@@ -151,6 +157,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut exec_cleanup = false;
     let mut keep_orphans = false;
     let mut stop_all = false;
+    let mut cgroup = false;
     let mut stop_delay = Duration::ZERO;
     let mut events = None;
     let mut foreground = Foreground::Auto;
@@ -184,6 +191,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("exec-cleanup") => exec_cleanup = true,
             Long("keep-orphans") => keep_orphans = true,
             Long("stop-all") => stop_all = true,
+            Long("cgroup") => cgroup = true,
             Long("stop-delay") => {
                 stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
                     Error::usage(format!(
@@ -241,6 +249,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         exec_cleanup,
         keep_orphans,
         stop_all,
+        cgroup,
         stop_delay,
         events,
         foreground,

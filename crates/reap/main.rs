@@ -48,6 +48,15 @@ fn run() -> ! {
         events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
     }
 
+    // --cgroup: COMMAND's cgroup exists before anything starts, or reap
+    // says why it cannot (125).
+    let cgroup = config.cgroup.then(|| {
+        let cg = pgkit::cgroup::Cgroup::create(&format!("reap.{}", std::process::id()))
+            .unwrap_or_else(|e| e.exit());
+        verbose!("made cgroup {} for COMMAND", cg.path().display());
+        cg
+    });
+
     let caught = SigSet::blockable().union(config.forward);
     startup::block(caught);
     let handed_over = config.foreground.hand_over();
@@ -78,8 +87,9 @@ fn run() -> ! {
                 let (lost, signals, relay) = front.run(caught, relay);
                 let inbox = Inbox::new(signals, None).with_relay(relay);
                 let terminal = Terminal::new(handed_over, config.foreground, None);
-                let line =
-                    Back::new(&config, &startup, inbox, terminal, handed_over, None).recover(&lost);
+                let line = Back::new(&config, &startup, inbox, terminal, handed_over, None)
+                    .with_cgroup(cgroup)
+                    .recover(&lost);
                 pgkit::warn!("{line}");
                 exit::exit_code(pgkit::error::TOOL_FAILED)
             }
@@ -100,6 +110,7 @@ fn run() -> ! {
     let terminal = Terminal::new(handed_over, config.foreground, to_front.clone());
     let status = Back::new(&config, &startup, inbox, terminal, handed_over, to_front)
         .with_service(service)
+        .with_cgroup(cgroup)
         .run();
     exit::finish(status)
 }

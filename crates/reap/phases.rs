@@ -118,7 +118,14 @@ impl Inbox {
     /// readable is remembered, so the next look skips the system calls that
     /// have nothing to report: when many orphans exit one by one, reap
     /// wakes once per exit.
-    fn wait(&mut self, extra: Option<BorrowedFd<'_>>, deadline: Option<Instant>) {
+    /// `cgroup` (`--cgroup`'s `cgroup.events`, while a sweep waits for it
+    /// to empty) wakes it with POLLPRI.
+    fn wait(
+        &mut self,
+        extra: Option<BorrowedFd<'_>>,
+        cgroup: Option<BorrowedFd<'_>>,
+        deadline: Option<Instant>,
+    ) {
         let deadline = self.signals.wake_by(deadline, Instant::now());
         let mut fds = vec![self.signals.as_fd()];
         let front = self.front.as_ref().and_then(|f| f.fd());
@@ -127,7 +134,7 @@ impl Inbox {
         let extra_at = extra.map(|_| fds.len());
         fds.extend(extra);
         fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
-        let ready = poll::wait(&fds, deadline);
+        let ready = poll::wait_pri(&fds, cgroup.as_slice(), deadline);
         self.signals_ready = ready.contains(&0);
         self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
         self.extra_ready = extra_at.map_or(true, |i| ready.contains(&i));
@@ -161,6 +168,8 @@ pub struct Back<'a> {
     cleanup_logged: bool,
     /// The stop request held by `--stop-delay`, already logged.
     held_logged: Option<Signal>,
+    /// What COMMAND's cgroup used (`--cgroup`), read as it was removed.
+    usage: Option<pgkit::cgroup::Usage>,
 }
 
 impl<'a> Back<'a> {
@@ -189,6 +198,30 @@ impl<'a> Back<'a> {
             cleanup_logged: false,
             held_logged: None,
             kill_logged: false,
+            usage: None,
+        }
+    }
+
+    /// `--cgroup`: COMMAND starts in this cgroup, and leftovers are what is
+    /// still in it.
+    pub fn with_cgroup(mut self, cgroup: Option<pgkit::cgroup::Cgroup>) -> Back<'a> {
+        self.sweeper = Sweeper::new().with_cgroup(cgroup);
+        self
+    }
+
+    /// `--cgroup`: COMMAND's tree is gone, so its cgroup goes before the
+    /// cleanup starts (the cleanup runs outside it). What it used is said
+    /// with -v and kept for the `exit` event.
+    fn remove_cgroup(&mut self) {
+        let Some(cg) = self.sweeper.cgroup_mut() else {
+            return;
+        };
+        let usage = cg.usage();
+        verbose!("cgroup {}: {}", cg.path().display(), usage.line());
+        self.usage = Some(usage);
+        match cg.remove() {
+            Ok(()) => verbose!("removed cgroup {}", cg.path().display()),
+            Err(e) => pgkit::warn!("unable to remove cgroup {}: {e}", cg.path().display()),
         }
     }
 
@@ -354,8 +387,14 @@ impl<'a> Back<'a> {
                 continue;
             }
             let watched = self.leader.as_ref().filter(|c| c.exit_status().is_none());
-            self.inbox
-                .wait(watched.and_then(|c| c.pidfd()), self.machine.deadline());
+            let cgroup = (self.sweeper.cgroup())
+                .filter(|_| matches!(self.machine.phase(), Phase::Sweep { .. }))
+                .map(|c| c.events_fd());
+            self.inbox.wait(
+                watched.and_then(|c| c.pidfd()),
+                cgroup,
+                self.machine.deadline(),
+            );
         }
     }
 
@@ -428,8 +467,16 @@ impl<'a> Back<'a> {
             let pin = self.sweeper.needs_pin();
             self.feed(Event::LeaderExited { status, pin });
         }
-        if self.leader.is_none() && !descend::has_children() {
-            return self.feed(Event::TreeEmpty);
+        // With --cgroup: its members are the tree; a child of ours outside
+        // it (moved out) is found by the walk.
+        let empty = self.sweeper.cgroup_empty();
+        if self.leader.is_none() && empty != Some(false) {
+            if !descend::has_children() {
+                return self.feed(Event::TreeEmpty);
+            }
+            if empty == Some(true) {
+                self.sweeper.escaped();
+            }
         }
         let phase = self.machine.phase();
         self.tick();
@@ -608,7 +655,7 @@ impl<'a> Back<'a> {
             }
             // Marked processes are not signalled twice.
             Action::Rewalk(sig) => {
-                if self.sweeper.finder() == Finder::Proc {
+                if matches!(self.sweeper.finder(), Finder::Proc | Finder::Cgroup) {
                     let sent = self.sweeper.round(sig, self.leader.as_ref());
                     self.log_sweep(sig, sent, false);
                 }
@@ -628,15 +675,32 @@ impl<'a> Back<'a> {
                     front.command_status(status);
                 }
             }
-            Action::StartCleanup(env) => self.start_cleanup(env),
-            Action::ExecCleanup(env) => self.exec_cleanup(env),
+            Action::StartCleanup(env) => {
+                self.remove_cgroup();
+                self.start_cleanup(env)
+            }
+            Action::ExecCleanup(env) => {
+                self.remove_cgroup();
+                self.exec_cleanup(env)
+            }
             Action::Finished => {
                 if let Some(front) = &self.to_front {
                     front.finished();
                 }
             }
             Action::Exit(status) => {
-                events::exit(status.shell_code(), self.machine.cause().name());
+                self.remove_cgroup();
+                let usage = self.usage.unwrap_or_default();
+                events::exit_with(
+                    status.shell_code(),
+                    self.machine.cause().name(),
+                    &[
+                        ("cpu_usec", usage.cpu_usec),
+                        ("user_usec", usage.user_usec),
+                        ("system_usec", usage.system_usec),
+                        ("memory_peak", usage.memory_peak),
+                    ],
+                );
                 self.exit = Some(status)
             }
         }
@@ -644,8 +708,8 @@ impl<'a> Back<'a> {
 
     /// The grace is over: every descendant still there, named on stderr
     /// (even without -v) with why `sig` has not ended it, before the KILL.
-    fn name_survivors(&self, sig: Signal) {
-        for pid in Sweeper::live() {
+    fn name_survivors(&mut self, sig: Signal) {
+        for pid in self.sweeper.live() {
             if let Some(s) = pgkit::survivors::survivor(pid, sig) {
                 pgkit::warn!("{}", s.line(sig));
                 events::survivor(&s);
@@ -692,6 +756,9 @@ impl<'a> Back<'a> {
             .isolation(Isolation::Group)
             .foreground(self.handed_over);
         self.service.command(&mut spawn);
+        if let Some(cg) = self.sweeper.cgroup() {
+            spawn.cgroup(cg.dir_fd(), cg.procs_fd());
+        }
         // The budget along a chain: an inner graceful caps its grace to
         // this (and says so at start).
         match self.config.grace() {
@@ -708,8 +775,11 @@ impl<'a> Back<'a> {
                     front.command_started(child.pid());
                 }
                 verbose!(
-                    "started pid {} in a new process group{}",
+                    "started pid {} in a new process group{}{}",
                     child.pid(),
+                    (self.sweeper.cgroup())
+                        .map(|c| format!(", in cgroup {}", c.path().display()))
+                        .unwrap_or_default(),
                     if self.handed_over {
                         ", terminal handed over"
                     } else {

@@ -17,7 +17,14 @@
 //! group's id cannot be reused), and any other descendant is waited for.
 //! A lack of descriptors is the one reason that passes: `/proc` is looked at
 //! again on every later wake while it is the reason.
+//!
+//! With `--cgroup` the tree is COMMAND's cgroup instead (pgkit's `cgroup`):
+//! the stop signal goes to every member listed in `cgroup.procs`, KILL is
+//! one write to `cgroup.kill`, and nothing is walked. Only a child of ours
+//! left once the cgroup is empty (a process that moved itself out of it)
+//! sends the sweep back to the walk.
 
+use pgkit::cgroup::Cgroup;
 use pgkit::descend::{self, Proc, Sent};
 use pgkit::{reap, verbose, Child, Signal, Target};
 // B-trees, not hash maps: no random seed (a getrandom call) at start, and
@@ -33,6 +40,8 @@ pub enum Finder {
     Namespace,
     /// No `/proc`: COMMAND's group only.
     Group,
+    /// `--cgroup`: the members of COMMAND's cgroup.
+    Cgroup,
 }
 
 /// A process signalled in the current stage.
@@ -53,6 +62,13 @@ pub struct Sweeper {
     /// Why `/proc` could not be used, as found when that was decided (a
     /// lack of descriptors may have passed by the time it is reported).
     why: Option<pgkit::procfs::Unusable>,
+    /// `--cgroup`: COMMAND's cgroup, until it is removed.
+    cgroup: Option<Cgroup>,
+    /// The members signalled in this stage (`--cgroup`).
+    members: BTreeSet<i32>,
+    /// A child of ours outlived the cgroup's last member: the walk
+    /// finds the rest.
+    escaped: bool,
 }
 
 impl Sweeper {
@@ -63,6 +79,39 @@ impl Sweeper {
             killed: BTreeSet::new(),
             warned: false,
             why: None,
+            cgroup: None,
+            members: BTreeSet::new(),
+            escaped: false,
+        }
+    }
+
+    /// `--cgroup`: leftovers are the members of `cgroup`.
+    pub fn with_cgroup(mut self, cgroup: Option<Cgroup>) -> Sweeper {
+        self.cgroup = cgroup;
+        self
+    }
+
+    /// COMMAND's cgroup (`--cgroup`), until it is removed.
+    pub fn cgroup(&self) -> Option<&Cgroup> {
+        self.cgroup.as_ref().filter(|c| !c.is_removed())
+    }
+
+    pub fn cgroup_mut(&mut self) -> Option<&mut Cgroup> {
+        self.cgroup.as_mut().filter(|c| !c.is_removed())
+    }
+
+    /// `--cgroup`: whether the cgroup is empty (`None` without one). One
+    /// read of `cgroup.events`, which also re-arms its wake.
+    pub fn cgroup_empty(&self) -> Option<bool> {
+        self.cgroup().map(|c| !c.populated())
+    }
+
+    /// The cgroup is empty, yet a child of ours lives on (it moved itself
+    /// out): the walk finds the rest from now on.
+    pub fn escaped(&mut self) {
+        if self.cgroup.is_some() && !self.escaped {
+            self.escaped = true;
+            verbose!("COMMAND's cgroup is empty but a child of reap lives on: walking /proc for the rest");
         }
     }
 
@@ -71,6 +120,9 @@ impl Sweeper {
     /// lack of descriptors, which passes (COMMAND's reaping closes one). A
     /// missing or foreign `/proc` is for good.
     pub fn finder(&mut self) -> Finder {
+        if self.cgroup.is_some() && !self.escaped {
+            return Finder::Cgroup;
+        }
         let passing = self.why == Some(pgkit::procfs::Unusable::NoDescriptor);
         if let Some(finder) = self.found.filter(|_| !passing) {
             return finder;
@@ -94,11 +146,13 @@ impl Sweeper {
     /// A new stage (stop signal, then KILL): nobody is marked yet.
     pub fn reset(&mut self) {
         self.marks.clear();
+        self.members.clear();
     }
 
     /// A child of ours was reaped: its pid may be reused from now on.
     pub fn forget(&mut self, pid: i32) {
         self.marks.remove(&pid);
+        self.members.remove(&pid);
     }
 
     /// Whether the group of `pinned` must stay pinned (unreaped leader):
@@ -112,6 +166,9 @@ impl Sweeper {
     /// `pinned` is COMMAND or the cleanup, when still unreaped. Returns
     /// how many processes got it (1 where they cannot be counted).
     pub fn round(&mut self, sig: Signal, pinned: Option<&Child>) -> usize {
+        if self.finder() == Finder::Cgroup {
+            return self.cgroup_round(sig);
+        }
         // Our one child the pinned process, exited, or no child at all:
         // there is nothing to signal, however the tree would be found. One
         // read of our children file, which names exactly our children
@@ -126,6 +183,7 @@ impl Sweeper {
             }
         }
         match self.finder() {
+            Finder::Cgroup => self.cgroup_round(sig),
             Finder::Proc => self.proc_round(sig),
             Finder::Namespace => {
                 self.warn_once("signalling every process of the PID namespace instead");
@@ -155,6 +213,38 @@ impl Sweeper {
                 0
             }
         }
+    }
+
+    /// `--cgroup`: `sig` to every member not signalled in this stage; KILL
+    /// to all at once.
+    fn cgroup_round(&mut self, sig: Signal) -> usize {
+        let Some(cg) = self.cgroup.as_ref() else {
+            return 0;
+        };
+        if sig == Signal::KILL {
+            return match cg.kill() {
+                Ok(0) => 0,
+                Ok(n) => {
+                    verbose!(
+                        "sent KILL to the {n} process(es) of cgroup {} (cgroup.kill)",
+                        cg.path().display()
+                    );
+                    n
+                }
+                Err(e) => {
+                    pgkit::warn!("unable to kill cgroup {}: {e}", cg.path().display());
+                    cg.signal_members(sig, &mut self.members)
+                }
+            };
+        }
+        let sent = cg.signal_members(sig, &mut self.members);
+        if sent > 0 {
+            verbose!(
+                "sent {sig} to {sent} process(es) of cgroup {}",
+                cg.path().display()
+            );
+        }
+        sent
     }
 
     fn warn_once(&mut self, what: &str) {
@@ -228,6 +318,11 @@ impl Sweeper {
     /// `group` (COMMAND's, which got it from the forward). Where the tree
     /// cannot be walked, COMMAND's group is all that can be reached.
     pub fn stop_all(&mut self, sig: Signal, group: i32) {
+        if let (Finder::Cgroup, Some(cg)) = (self.finder(), self.cgroup.as_ref()) {
+            // COMMAND's group got it already: only the members outside it.
+            cg.signal_outside(sig, group);
+            return;
+        }
         if self.finder() != Finder::Proc {
             self.warn_once("--stop-all reaches COMMAND's process group only");
             return;
@@ -244,7 +339,10 @@ impl Sweeper {
 
     /// The live descendants, for the survivors' lines (none where the
     /// tree cannot be walked).
-    pub fn live() -> Vec<i32> {
+    pub fn live(&mut self) -> Vec<i32> {
+        if let (Finder::Cgroup, Some(cg)) = (self.finder(), self.cgroup.as_ref()) {
+            return cg.members();
+        }
         descend::descendants()
             .unwrap_or_default()
             .into_iter()

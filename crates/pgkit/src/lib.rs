@@ -66,6 +66,7 @@
 //! it is sound in a `// SAFETY:` line.
 
 pub mod board;
+pub mod cgroup;
 pub mod child;
 pub mod cli;
 pub mod deadline;

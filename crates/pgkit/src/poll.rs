@@ -76,6 +76,26 @@ pub fn wait_io(
     writable: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
 ) -> Vec<usize> {
+    wait_any(readable, writable, &[], deadline)
+}
+
+/// [`wait`], also for descriptors that report a change with `POLLPRI`
+/// (a cgroup's `cgroup.events`, always readable): their indices follow
+/// those of `readable`.
+pub fn wait_pri(
+    readable: &[BorrowedFd<'_>],
+    priority: &[BorrowedFd<'_>],
+    deadline: Option<Instant>,
+) -> Vec<usize> {
+    wait_any(readable, &[], priority, deadline)
+}
+
+fn wait_any(
+    readable: &[BorrowedFd<'_>],
+    writable: &[BorrowedFd<'_>],
+    priority: &[BorrowedFd<'_>],
+    deadline: Option<Instant>,
+) -> Vec<usize> {
     let mut pfds: Vec<PollFd<'_>> = readable
         .iter()
         .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
@@ -83,6 +103,11 @@ pub fn wait_io(
             writable
                 .iter()
                 .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::OUT)),
+        )
+        .chain(
+            priority
+                .iter()
+                .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::PRI)),
         )
         .collect();
     // The timer keeps the deadline; the poll timeout only if it cannot.
@@ -100,7 +125,7 @@ pub fn wait_io(
     if let Some(t) = timer.as_ref().filter(|_| armed) {
         pfds.push(PollFd::from_borrowed_fd(t.as_fd(), PollFlags::IN));
     }
-    let ours = readable.len() + writable.len();
+    let ours = readable.len() + writable.len() + priority.len();
     let timeout = fallback.map(|d| {
         let left = d.saturating_duration_since(Instant::now());
         Timespec {

@@ -27,7 +27,7 @@ use rustix::termios::tcsetpgrp;
 use std::cell::Cell;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::raw::{c_char, c_int, c_void};
 use std::os::unix::ffi::OsStrExt;
 
@@ -49,6 +49,9 @@ pub struct Spawn {
     isolation: Isolation,
     pdeathsig: Option<Signal>,
     foreground: bool,
+    /// The cgroup COMMAND enters before exec: its directory and its
+    /// `cgroup.procs` (see [`Spawn::cgroup`]).
+    cgroup: Option<(RawFd, RawFd)>,
 }
 
 impl Spawn {
@@ -61,7 +64,18 @@ impl Spawn {
             isolation: Isolation::Group,
             pdeathsig: None,
             foreground: false,
+            cgroup: None,
         }
+    }
+
+    /// Start COMMAND in this cgroup v2 (its directory, and its
+    /// `cgroup.procs` open for writing; both must stay open until the
+    /// spawn returns): `clone3` with `CLONE_INTO_CGROUP` where the kernel
+    /// has it, else the child writes `0` to `cgroup.procs` before exec.
+    /// Either way not one instruction of COMMAND runs outside it.
+    pub fn cgroup(&mut self, dir: BorrowedFd<'_>, procs: BorrowedFd<'_>) -> &mut Spawn {
+        self.cgroup = Some((dir.as_raw_fd(), procs.as_raw_fd()));
+        self
     }
 
     pub fn isolation(&mut self, isolation: Isolation) -> &mut Spawn {
@@ -108,20 +122,46 @@ impl Spawn {
     /// tool could not create the process.
     pub fn spawn(&mut self, startup: &Startup) -> Result<Child, Error> {
         let image = self.image()?;
-        let job = ChildJob {
+        let local = Failure::default();
+        // clone3 without CLONE_VM: the child writes its failure to a page
+        // both processes share.
+        let shared = match self.cgroup {
+            Some(_) => Some(SharedFailure::new().map_err(|e| Error::sys("start a process", e))?),
+            None => None,
+        };
+        let mut job = ChildJob {
             image: &image,
             restorer: startup.restorer(),
             isolation: self.isolation,
             pdeathsig: self.pdeathsig,
             foreground: self.foreground,
             parent: rustix::process::getpid(),
-            failure: Failure::default(),
+            enter: None,
+            failure: shared.as_ref().map_or(&local, |s| s.get()),
         };
-        let (pid, pidfd) = clone_vfork(&job).map_err(|e| Error::sys("start a process", e))?;
+        let cloned = match self.cgroup {
+            Some((dir, procs)) => match clone3_into(&job, dir) {
+                Err(e) if clone3_missing(&e) => {
+                    job.enter = Some(procs);
+                    clone_vfork(&job)
+                }
+                other => other,
+            },
+            None => clone_vfork(&job),
+        };
+        let (pid, pidfd) = cloned.map_err(|e| match e.raw_os_error() {
+            Some(libc::EBUSY | libc::EOPNOTSUPP) => Error::usage(format!(
+                "--cgroup: COMMAND cannot be started in its cgroup ({}): cgroup v2's \
+                 \"no internal processes\" rule (run reap in a domain cgroup of its own)",
+                describe(&e)
+            )),
+            _ if self.cgroup.is_some() => Error::sys("start a process in its cgroup", e),
+            _ => Error::sys("start a process", e),
+        })?;
         if job.failure.errno.get() != 0 {
             // The child failed before or at exec and has exited: reap it.
             let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
-            return Err(self.failure(&job.failure));
+            return Err(self.failure(job.failure));
         }
         // Without CLONE_PIDFD (older kernels): a pidfd of the unreaped child,
         // or none, and SIGCHLD alone watches it.
@@ -240,6 +280,7 @@ impl Spawn {
         let what = match failure.stage.get() {
             Stage::Group => "setpgid",
             Stage::Session => "setsid",
+            Stage::Cgroup => "entering the cgroup",
             Stage::Exec => "",
         };
         if !what.is_empty() {
@@ -421,6 +462,7 @@ impl Image {
 enum Stage {
     Group,
     Session,
+    Cgroup,
     #[default]
     Exec,
 }
@@ -449,7 +491,113 @@ struct ChildJob<'a> {
     pdeathsig: Option<Signal>,
     foreground: bool,
     parent: Pid,
-    failure: Failure,
+    /// `cgroup.procs` to write `0` to before exec (the way into the
+    /// cgroup where clone3 cannot put the child there itself).
+    enter: Option<RawFd>,
+    failure: &'a Failure,
+}
+
+/// A [`Failure`] in a page shared with a child that does not share the
+/// tool's memory (clone3 without CLONE_VM).
+struct SharedFailure {
+    page: *mut c_void,
+}
+
+const PAGE: usize = 4096;
+
+impl SharedFailure {
+    fn new() -> io::Result<SharedFailure> {
+        // SAFETY: an anonymous shared mapping, checked for MAP_FAILED and
+        // unmapped on drop; a Failure (a few bytes) fits in it.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the mapping is page-aligned (aligned for Failure), ours,
+        // and large enough; it is written once before any read.
+        unsafe { page.cast::<Failure>().write(Failure::default()) };
+        Ok(SharedFailure { page })
+    }
+
+    fn get(&self) -> &Failure {
+        // SAFETY: initialised in new; lives as long as self.
+        unsafe { &*self.page.cast::<Failure>() }
+    }
+}
+
+impl Drop for SharedFailure {
+    fn drop(&mut self) {
+        // SAFETY: our mapping; no reference to it outlives self (get's
+        // borrow), and the child has exec'd or exited.
+        unsafe { libc::munmap(self.page, PAGE) };
+    }
+}
+
+/// `clone3` refused for want of it (before Linux 5.7 it has no
+/// CLONE_INTO_CGROUP; a seccomp profile may refuse the call): the caller
+/// then falls back to the vfork clone and a write to `cgroup.procs`.
+fn clone3_missing(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSYS | libc::E2BIG | libc::EINVAL | libc::EPERM)
+    )
+}
+
+/// `clone3(CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP)` running
+/// [`child_main`] in the cgroup `dir`: a copy of the tool's memory (no
+/// CLONE_VM, so the child returns from the call on its own copy of this
+/// stack, as after fork), the tool suspended until the child exec'd or
+/// exited, its failure written to the shared page of `job.failure`.
+fn clone3_into(job: &ChildJob<'_>, dir: RawFd) -> io::Result<(Pid, Option<OwnedFd>)> {
+    use linux_raw_sys::general::{clone_args, CLONE_INTO_CGROUP, CLONE_PIDFD, CLONE_VFORK};
+    let mut pidfd: c_int = -1;
+    let args = clone_args {
+        flags: u64::from(CLONE_VFORK) | u64::from(CLONE_PIDFD) | CLONE_INTO_CGROUP,
+        pidfd: &mut pidfd as *mut c_int as u64,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: dir as u64,
+    };
+    // SAFETY: `args` is the kernel's own struct (linux-raw-sys), its size
+    // passed with it; the pidfd pointer outlives the call. Without CLONE_VM
+    // the child runs on a copy of this process's memory: it only calls
+    // child_main (plain system calls) and exits.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const clone_args,
+            std::mem::size_of::<clone_args>(),
+        )
+    };
+    if pid == 0 {
+        let arg = job as *const ChildJob<'_> as *mut c_void;
+        let code = child_main(arg);
+        // SAFETY: the child ends here without running the tool's exit
+        // handlers or flushing its buffers (a copy of the tool's).
+        unsafe { libc::_exit(code) };
+    }
+    let err = io::Error::last_os_error();
+    let Some(pid) = i32::try_from(pid).ok().and_then(crate::typed_pid) else {
+        return Err(err);
+    };
+    // SAFETY: a new close-on-exec descriptor from CLONE_PIDFD, owned by us.
+    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
+    Ok((pid, pidfd))
 }
 
 const CHILD_STACK: usize = 64 * 1024;
@@ -540,6 +688,15 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // rustix's calls make the system call directly (its linux_raw backend):
     // no allocation, no lock and no errno, so they are as fit for the vfork
     // child as the raw calls they stand for.
+    if let Some(procs) = job.enter {
+        // SAFETY: the parent's open `cgroup.procs`, alive until the spawn
+        // returns (the parent is suspended meanwhile).
+        let procs = unsafe { BorrowedFd::borrow_raw(procs) };
+        // `0`: the writer itself.
+        if let Err(errno) = rustix::io::write(procs, b"0") {
+            return fail(Stage::Cgroup, errno);
+        }
+    }
     let isolated = match job.isolation {
         Isolation::Group => setpgid(None, None).map_err(|e| (Stage::Group, e)),
         Isolation::Session => setsid().map(drop).map_err(|e| (Stage::Session, e)),

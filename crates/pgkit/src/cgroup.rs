@@ -1,0 +1,513 @@
+//! A cgroup v2 directory of the tool's own for COMMAND (reap's `--cgroup`):
+//! what is in it is COMMAND's tree, wherever its processes were re-parented,
+//! and the kernel says when it is empty.
+//!
+//! The directory is made below the cgroup the tool runs in (the `0::` line
+//! of `/proc/self/cgroup`, found under the cgroup2 mount that
+//! `/proc/self/mountinfo` names), before COMMAND exists; the spawn puts
+//! COMMAND into it before `execve` (`clone3`'s `CLONE_INTO_CGROUP`, or a
+//! write of `0` to its `cgroup.procs` by the child: see [`crate::spawn`]).
+//! The tool itself stays where it was: it never moves a process into a
+//! cgroup it was not given, and it enables no controller (its own cgroup
+//! holds a process, itself, so the kernel's "no internal processes" rule
+//! would refuse that anyway).
+//!
+//! - Members: `cgroup.procs`. A pid read there is signalled through a
+//!   pidfd opened after the read, and only if a second read still lists it:
+//!   then the pidfd names a member (the process that had the pid when it
+//!   was opened still has it, or the signal finds it gone).
+//! - KILL: one write to `cgroup.kill` (Linux 5.14); before that, freeze,
+//!   KILL each member until no unsignalled one is listed (frozen, none can
+//!   fork), thaw.
+//! - Empty: `cgroup.events`' `populated 0`; the file wakes `poll` with
+//!   `POLLPRI` when it changes, so the wait for the tree to end is one more
+//!   descriptor of the one blocking call.
+
+use crate::error::{describe, Error};
+use crate::pidfd;
+use crate::signal::Signal;
+use rustix::fs::{Access, AtFlags, Mode, OFlags, CWD};
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Members opened as pidfds at once, at most (a descriptor each).
+const BATCH: usize = 256;
+
+/// COMMAND's cgroup.
+#[derive(Debug)]
+pub struct Cgroup {
+    path: PathBuf,
+    dir: OwnedFd,
+    /// `cgroup.procs`, open for writing (the vfork child's way in).
+    procs: OwnedFd,
+    /// `cgroup.events`, open for reading (polled with POLLPRI).
+    events: OwnedFd,
+    /// The kernel has `cgroup.kill`.
+    has_kill: bool,
+    removed: bool,
+}
+
+/// What the job used, read from its cgroup before it is removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// `cpu.stat`: usage, user and system time, in microseconds.
+    pub cpu_usec: Option<u64>,
+    pub user_usec: Option<u64>,
+    pub system_usec: Option<u64>,
+    /// `memory.peak` in bytes, where the memory controller is enabled.
+    pub memory_peak: Option<u64>,
+}
+
+impl Usage {
+    /// `cpu 1.234s (user 1.000s, system 0.234s), memory.peak 1234 bytes`.
+    pub fn line(&self) -> String {
+        let secs = |us: u64| format!("{}.{:03}s", us / 1_000_000, us % 1_000_000 / 1000);
+        let mut out = match self.cpu_usec {
+            Some(us) => format!("cpu {}", secs(us)),
+            None => "cpu unknown".to_string(),
+        };
+        if let (Some(u), Some(s)) = (self.user_usec, self.system_usec) {
+            out.push_str(&format!(" (user {}, system {})", secs(u), secs(s)));
+        }
+        match self.memory_peak {
+            Some(bytes) => out.push_str(&format!(", memory.peak {bytes} bytes")),
+            None => out.push_str(", memory.peak unknown (no memory controller)"),
+        }
+        out
+    }
+}
+
+/// One line, exit 125: why `--cgroup` cannot be used here.
+fn refuse(why: String) -> Error {
+    Error::usage(format!("--cgroup: {why}"))
+}
+
+/// The tool's own cgroup directory: the cgroup2 mount of `mountinfo`
+/// joined with the `0::` path of `cgroup` (both the texts of those files).
+pub fn own_dir(mountinfo: &[u8], cgroup: &[u8]) -> Result<PathBuf, String> {
+    let own = cgroup
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"0::"))
+        .ok_or("no cgroup2 mount (/proc/self/cgroup has no 0:: line): cgroup v2 is not in use")?;
+    let mut found = None;
+    for line in mountinfo.split(|&b| b == b'\n') {
+        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+        let Some(dash) = fields.iter().position(|&f| f == b"-") else {
+            continue;
+        };
+        if fields.get(dash + 1) != Some(&&b"cgroup2"[..]) || fields.len() < 5 {
+            continue;
+        }
+        // The last cgroup2 mount wins: it is the one on top.
+        found = Some((unescape(fields[3]), unescape(fields[4])));
+    }
+    let (root, point) = found.ok_or("no cgroup2 mount (see /proc/self/mountinfo)")?;
+    // The mount shows the hierarchy from `root` down: reap's cgroup must be
+    // in that part of it.
+    let rel = if root == b"/" {
+        own.to_vec()
+    } else {
+        match own.strip_prefix(&root[..]) {
+            Some(rest) if rest.is_empty() || rest[0] == b'/' => rest.to_vec(),
+            _ => {
+                return Err(format!(
+                    "no cgroup2 mount shows reap's cgroup {} (the mount shows {} only)",
+                    String::from_utf8_lossy(own),
+                    String::from_utf8_lossy(&root)
+                ))
+            }
+        }
+    };
+    if rel.split(|&b| b == b'/').any(|c| c == b"..") {
+        return Err(format!(
+            "reap's cgroup {} is outside its cgroup namespace",
+            String::from_utf8_lossy(own)
+        ));
+    }
+    let mut path = PathBuf::from(OsStr::from_bytes(&point));
+    let rel = rel.strip_prefix(b"/").unwrap_or(&rel);
+    if !rel.is_empty() {
+        path.push(OsStr::from_bytes(rel));
+    }
+    Ok(path)
+}
+
+/// mountinfo's octal escapes (`\040` for a space) undone.
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let oct = field
+            .get(i + 1..i + 4)
+            .filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+fn errno(e: rustix::io::Errno) -> io::Error {
+    e.into()
+}
+
+impl Cgroup {
+    /// Make COMMAND's cgroup below the tool's own, or say why it cannot be
+    /// (exit 125: no cgroup2 mount, not writable, not able to hold
+    /// processes). `name` is the directory's name (`reap.PID`).
+    pub fn create(name: &str) -> Result<Cgroup, Error> {
+        let read = |p: &str| {
+            crate::procfs::read(p).map_err(|e| refuse(format!("cannot read {p}: {}", describe(&e))))
+        };
+        let own =
+            own_dir(&read("/proc/self/mountinfo")?, &read("/proc/self/cgroup")?).map_err(refuse)?;
+        let not_writable = |what: &Path, e: io::Error| {
+            refuse(format!(
+                "reap's cgroup {} is not writable ({}): it was not delegated to this process \
+                 (under systemd add Delegate=yes to the unit; in a container give it a private, \
+                 writable cgroup namespace)",
+                what.display(),
+                describe(&e)
+            ))
+        };
+        // Moving COMMAND in needs write access to the procs file of the
+        // common ancestor, reap's own cgroup (the kernel's delegation rule).
+        let procs = own.join("cgroup.procs");
+        rustix::fs::accessat(CWD, &procs, Access::WRITE_OK, AtFlags::empty())
+            .map_err(|e| not_writable(&own, errno(e)))?;
+        let mut path = own.join(name);
+        let mut n = 0;
+        loop {
+            match rustix::fs::mkdirat(CWD, &path, Mode::from_raw_mode(0o755)) {
+                Ok(()) => break,
+                // A leftover of an earlier run with the same pid: gone if
+                // empty, else another name.
+                Err(rustix::io::Errno::EXIST)
+                    if n == 0 && rustix::fs::unlinkat(CWD, &path, AtFlags::REMOVEDIR).is_ok() => {}
+                Err(rustix::io::Errno::EXIST) if n < 100 => {
+                    n += 1;
+                    path = own.join(format!("{name}.{n}"));
+                }
+                Err(e) => return Err(not_writable(&own, errno(e))),
+            }
+        }
+        let made = Cgroup::open(path.clone());
+        if made.is_err() {
+            let _ = rustix::fs::unlinkat(CWD, &path, AtFlags::REMOVEDIR);
+        }
+        made
+    }
+
+    fn open(path: PathBuf) -> Result<Cgroup, Error> {
+        let fail = |what: &str, e: rustix::io::Errno| {
+            refuse(format!(
+                "cannot open {}/{what}: {}",
+                path.display(),
+                describe(&errno(e))
+            ))
+        };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = rustix::fs::open(&path, flags, Mode::empty()).map_err(|e| fail("", e))?;
+        // A child of a threaded cgroup is "domain invalid": it cannot
+        // take a process.
+        let kind = rustix::fs::openat(
+            &dir,
+            "cgroup.type",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+        .and_then(|fd| read_all(fd.as_fd()).ok())
+        .unwrap_or_default();
+        let kind = String::from_utf8_lossy(&kind).trim().to_string();
+        if !kind.is_empty() && kind != "domain" {
+            return Err(refuse(format!(
+                "a cgroup made below reap's is of type '{kind}' and cannot hold processes \
+                 (cgroup v2's \"no internal processes\" rule; run reap in a domain cgroup of its own)"
+            )));
+        }
+        let procs = rustix::fs::openat(
+            &dir,
+            "cgroup.procs",
+            OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| fail("cgroup.procs", e))?;
+        let events = rustix::fs::openat(
+            &dir,
+            "cgroup.events",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| fail("cgroup.events", e))?;
+        let has_kill =
+            rustix::fs::accessat(&dir, "cgroup.kill", Access::WRITE_OK, AtFlags::empty()).is_ok();
+        Ok(Cgroup {
+            path,
+            dir,
+            procs,
+            events,
+            has_kill,
+            removed: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory, for `CLONE_INTO_CGROUP`.
+    pub fn dir_fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// `cgroup.procs` open for writing, for the vfork child's `0`.
+    pub fn procs_fd(&self) -> BorrowedFd<'_> {
+        self.procs.as_fd()
+    }
+
+    /// `cgroup.events`: poll it with POLLPRI (it is always readable).
+    pub fn events_fd(&self) -> BorrowedFd<'_> {
+        self.events.as_fd()
+    }
+
+    /// Whether a process is in it (`populated 1`). A read also re-arms the
+    /// POLLPRI wake. An unreadable file counts as populated.
+    pub fn populated(&self) -> bool {
+        let mut buf = [0u8; 256];
+        match rustix::io::pread(&self.events, &mut buf, 0) {
+            Ok(n) => !buf[..n].split(|&b| b == b'\n').any(|l| l == b"populated 0"),
+            Err(_) => true,
+        }
+    }
+
+    /// The pids in `cgroup.procs` now (none if it cannot be read).
+    pub fn members(&self) -> Vec<i32> {
+        let Ok(fd) = rustix::fs::openat(
+            &self.dir,
+            "cgroup.procs",
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return Vec::new();
+        };
+        let text = read_all(fd.as_fd()).unwrap_or_default();
+        text.split(|&b| b == b'\n')
+            .filter_map(|l| std::str::from_utf8(l).ok()?.parse().ok())
+            .collect()
+    }
+
+    /// Send `sig` (and CONT after it, so a stopped member can act on it,
+    /// unless `sig` is KILL or CONT) to every member not in `done`, which
+    /// gets the pids signalled. Returns how many got it.
+    pub fn signal_members(&self, sig: Signal, done: &mut BTreeSet<i32>) -> usize {
+        let listed: Vec<i32> = self
+            .members()
+            .into_iter()
+            .filter(|p| !done.contains(p))
+            .collect();
+        let mut sent = 0;
+        for batch in listed.chunks(BATCH) {
+            let opened: Vec<(i32, Option<OwnedFd>)> = batch
+                .iter()
+                .filter_map(|&pid| match pidfd::open(crate::typed_pid(pid)?) {
+                    Ok(fd) => Some((pid, Some(fd))),
+                    Err(e) if pidfd::unsupported(&e) => Some((pid, None)),
+                    Err(_) => None,
+                })
+                .collect();
+            // Still listed after the pidfd was opened: the pidfd names a
+            // member (or a process that is gone).
+            let now: BTreeSet<i32> = self.members().into_iter().collect();
+            for (pid, fd) in opened.iter().filter(|(p, _)| now.contains(p)) {
+                let Some(typed) = crate::typed_pid(*pid) else {
+                    continue;
+                };
+                let fd = fd.as_ref().map(|f| f.as_fd());
+                if pidfd::send_or_kill(fd, typed, sig).is_ok() {
+                    sent += 1;
+                    done.insert(*pid);
+                    if sig != Signal::KILL && sig != Signal::CONT {
+                        let _ = pidfd::send_or_kill(fd, typed, Signal::CONT);
+                    }
+                }
+            }
+        }
+        sent
+    }
+
+    /// [`Cgroup::signal_members`] for the members outside process group
+    /// `group` (`--stop-all`: COMMAND's group got the signal already).
+    pub fn signal_outside(&self, sig: Signal, group: i32) -> usize {
+        let mut skip: BTreeSet<i32> = (self.members().into_iter())
+            .filter(|&p| {
+                crate::typed_pid(p)
+                    .and_then(|p| rustix::process::getpgid(Some(p)).ok())
+                    .map_or(true, |g| g.as_raw_pid() == group)
+            })
+            .collect();
+        self.signal_members(sig, &mut skip)
+    }
+
+    /// KILL to every member at once: one write to `cgroup.kill`, or,
+    /// before Linux 5.14, freeze, KILL each, thaw. Returns how many
+    /// members there were (a fork storm's count is a guess).
+    pub fn kill(&self) -> io::Result<usize> {
+        let count = self.members().len();
+        if self.has_kill {
+            self.write("cgroup.kill", b"1")?;
+            return Ok(count);
+        }
+        let frozen = self.write("cgroup.freeze", b"1").is_ok();
+        let mut done = BTreeSet::new();
+        // Frozen, no member can fork: the list stops growing.
+        for _ in 0..if frozen { 1000 } else { 3 } {
+            if self.signal_members(Signal::KILL, &mut done) == 0 {
+                break;
+            }
+        }
+        if frozen {
+            self.write("cgroup.freeze", b"0")?;
+        }
+        Ok(count.max(done.len()))
+    }
+
+    fn write(&self, file: &str, what: &[u8]) -> io::Result<()> {
+        let fd = rustix::fs::openat(
+            &self.dir,
+            file,
+            OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(errno)?;
+        rustix::io::write(&fd, what).map_err(errno)?;
+        Ok(())
+    }
+
+    /// What the job used (cpu.stat, memory.peak).
+    pub fn usage(&self) -> Usage {
+        let read = |file: &str| {
+            rustix::fs::openat(
+                &self.dir,
+                file,
+                OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()
+            .and_then(|fd| read_all(fd.as_fd()).ok())
+        };
+        let mut usage = Usage::default();
+        if let Some(text) = read("cpu.stat") {
+            for line in text.split(|&b| b == b'\n') {
+                let mut words = line.split(|&b| b == b' ');
+                let (Some(key), Some(value)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let value = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+                match key {
+                    b"usage_usec" => usage.cpu_usec = value,
+                    b"user_usec" => usage.user_usec = value,
+                    b"system_usec" => usage.system_usec = value,
+                    _ => {}
+                }
+            }
+        }
+        usage.memory_peak =
+            read("memory.peak").and_then(|t| std::str::from_utf8(&t).ok()?.trim().parse().ok());
+        usage
+    }
+
+    /// Remove the directory (it must be empty of processes). Once only.
+    pub fn remove(&mut self) -> io::Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        rustix::fs::unlinkat(CWD, &self.path, AtFlags::REMOVEDIR).map_err(errno)?;
+        self.removed = true;
+        Ok(())
+    }
+
+    pub fn is_removed(&self) -> bool {
+        self.removed
+    }
+}
+
+/// A whole small file (a cgroup interface file).
+fn read_all(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = rustix::io::read(fd, &mut buf).map_err(errno)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &[u8] = b"31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+        35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+        41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+
+    #[test]
+    fn the_cgroup2_mount_and_the_0_line_make_the_directory() {
+        let cg = b"4:memory:/x\n0::/system.slice/a.service\n";
+        assert_eq!(
+            own_dir(HYBRID, cg).unwrap(),
+            Path::new("/sys/fs/cgroup/unified/system.slice/a.service")
+        );
+        assert_eq!(
+            own_dir(HYBRID, b"0::/\n").unwrap(),
+            Path::new("/sys/fs/cgroup/unified")
+        );
+    }
+
+    #[test]
+    fn no_mount_no_line_or_outside_the_mount_is_refused() {
+        let v1only = b"35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
+        assert!(own_dir(v1only, b"0::/\n")
+            .unwrap_err()
+            .contains("no cgroup2 mount"));
+        assert!(own_dir(HYBRID, b"4:memory:/\n")
+            .unwrap_err()
+            .contains("no cgroup2 mount"));
+        let bound = b"41 31 0:38 /a /mnt/c\\040g rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            own_dir(bound, b"0::/a/b\n").unwrap(),
+            Path::new("/mnt/c g/b")
+        );
+        assert!(own_dir(bound, b"0::/ab\n").is_err());
+        assert!(own_dir(HYBRID, b"0::/../x\n")
+            .unwrap_err()
+            .contains("namespace"));
+    }
+
+    #[test]
+    fn usage_line() {
+        let u = Usage {
+            cpu_usec: Some(1_234_567),
+            user_usec: Some(1_000_000),
+            system_usec: Some(234_567),
+            memory_peak: None,
+        };
+        assert_eq!(
+            u.line(),
+            "cpu 1.234s (user 1.000s, system 0.234s), memory.peak unknown (no memory controller)"
+        );
+    }
+}
