@@ -7,6 +7,8 @@ use kit::{procfs, reap as reap_kit, skip, tmux};
 
 /// Budgets along a chain: caps announced, drain delays, survivors named, --stop-all.
 mod budgets;
+/// reap --cgroup: COMMAND's own cgroup v2, cgroup.kill, cgroup.events; the refusals.
+mod cgroup;
 /// reap's cleanup: order, environment, shielding, timeout, exit status.
 mod cleanup;
 /// Malformed invocations: 125, one line, nothing started; each tool's options.

@@ -1,0 +1,435 @@
+//! reap --cgroup: COMMAND in a cgroup v2 of its own. Leftovers are what is
+//! still in it, wherever they were re-parented; KILL is `cgroup.kill`; the
+//! wait for the tree to end is `cgroup.events`, not a walk of `/proc`; where
+//! the cgroup cannot be made, 125 and nothing started.
+//!
+//! Each test has a twin without `--cgroup` that shows what the option
+//! changes. They need root and a writable cgroup2 mount (else skipped, and
+//! counted); the refusals also need `unshare` for a mount namespace of
+//! their own (the machine's mounts are never changed).
+
+use crate::kit::{Run, TIMEOUT};
+use crate::procfs;
+use crate::reap_kit::{reap, Guard};
+use crate::skip;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The cgroup2 directory this test process runs in, if root may make a
+/// cgroup below it; else the test is skipped (and counted).
+fn cgroup_or_skip(test: &str) -> Option<PathBuf> {
+    if let Some(why) = skip::needs_root() {
+        skip::skip(test, &why);
+        return None;
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"));
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mount = mountinfo
+        .lines()
+        .filter(|l| {
+            l.split(" - ")
+                .nth(1)
+                .is_some_and(|t| t.starts_with("cgroup2 "))
+        })
+        .filter_map(|l| l.split(' ').nth(4))
+        .next_back();
+    let (Some(rel), Some(mount)) = (rel, mount) else {
+        skip::skip(test, "no cgroup2 mount (cgroup v2 not in use here)");
+        return None;
+    };
+    let dir = PathBuf::from(mount).join(rel.trim_start_matches('/'));
+    let probe = dir.join(format!("pgwrap-probe.{}", std::process::id()));
+    let writable = std::fs::create_dir(&probe).is_ok();
+    let _ = std::fs::remove_dir(&probe);
+    if !writable {
+        skip::skip(
+            test,
+            &format!("cgroup {} is not writable (not delegated)", dir.display()),
+        );
+        return None;
+    }
+    Some(dir)
+}
+
+/// The processes whose environment holds `PGWRAP_CGROUP_TEST=tag`.
+fn marked(tag: &str) -> Vec<i32> {
+    let needle = format!("PGWRAP_CGROUP_TEST={tag}");
+    procfs::all_pids()
+        .into_iter()
+        .filter(|&p| {
+            std::fs::read(format!("/proc/{p}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
+        })
+        .filter(|&p| procfs::alive(p))
+        .collect()
+}
+
+/// SIGKILL by pid whatever is still marked `tag`.
+struct Marked(String);
+
+impl Drop for Marked {
+    fn drop(&mut self) {
+        for pid in marked(&self.0) {
+            // SAFETY: plain syscall on a pid just read.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+fn tag(test: &str, with: bool) -> String {
+    format!(
+        "{test}.{}.{}",
+        std::process::id(),
+        if with { "cg" } else { "walk" }
+    )
+}
+
+/// Hoppers that ignore TERM: each forks its successor and exits at once,
+/// so a pid seen is gone a moment later; 20 chains at a time.
+const STORM: &str = "trap '' TERM; f() { f & }; i=0; while [ $i -lt 20 ]; do f; i=$((i+1)); done; \
+                     echo storm; sleep 0.3";
+
+fn storm(test: &str, with: bool) {
+    let Some(_) = cgroup_or_skip(test) else {
+        return;
+    };
+    let tag = tag(test, with);
+    let _cleanup = Marked(tag.clone());
+    let mut args = vec!["--grace", "0.5s"];
+    if with {
+        args.push("--cgroup");
+    }
+    args.extend(["--", "sh", "-c", STORM]);
+    let started = Instant::now();
+    let mut run = reap(args)
+        .env("PGWRAP_CGROUP_TEST", &tag)
+        .stderr_piped()
+        .spawn();
+    run.expect_line("storm", TIMEOUT);
+    let status = run.wait_exit(Duration::from_secs(60));
+    let took = started.elapsed();
+    eprintln!("{test}: the storm ended in {took:?} (--cgroup: {with})");
+    assert_eq!(status.code(), Some(0), "{}", run.stderr_all());
+    // reap exits only once its tree is gone: nothing of the storm is left.
+    let left = marked(&tag);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// The bound is generous (60 s for what takes well under a second): the
+/// point is that it ends and leaves nothing.
+#[test]
+fn a_fork_storm_ends_within_a_bound_and_leaves_nothing_with_cgroup() {
+    storm(
+        "a_fork_storm_ends_within_a_bound_and_leaves_nothing_with_cgroup",
+        true,
+    );
+}
+
+/// The twin: this storm's hoppers are re-parented to reap at every hop,
+/// so the walk ends it too; what it costs the walk is in scripts/bench.
+#[test]
+fn a_fork_storm_twin_without_cgroup() {
+    storm("a_fork_storm_twin_without_cgroup", false);
+}
+
+/// COMMAND enters a PID namespace whose init is not reap's descendant
+/// (`nsenter --pid`) and leaves a process there: once its parent exits,
+/// the kernel re-parents it to that namespace's init, out of reap's tree.
+/// It is still in COMMAND's cgroup.
+fn reparented_away(test: &str, with: bool) -> Option<bool> {
+    cgroup_or_skip(test)?;
+    if let Some(why) = skip::needs_program("unshare", "util-linux")
+        .or_else(|| skip::needs_program("nsenter", "util-linux"))
+    {
+        skip::skip(test, &why);
+        return None;
+    }
+    let tag = tag(test, with);
+    let _cleanup = Marked(tag.clone());
+    let mut guard = Guard::new();
+    // The outside namespace: unshare's child is its init.
+    let mut ns = Run::new("unshare")
+        .args(["--pid", "--fork", "sh", "-c", "echo init; exec sleep 600"])
+        .spawn();
+    ns.expect_line("init", TIMEOUT);
+    let mut init = 0;
+    procfs::wait_until("the namespace's init runs sleep", TIMEOUT, || {
+        init = procfs::children_of(ns.pid()).first().copied().unwrap_or(0);
+        init > 0 && procfs::cmdline(init).is_some_and(|c| c.first().is_some_and(|a| a == "sleep"))
+    });
+    guard.watch(init);
+    let init_s = init.to_string();
+    let mut args = vec!["--grace", "1s"];
+    if with {
+        args.push("--cgroup");
+    }
+    let script = "trap '' TERM; sleep 600 & echo left; exit 0";
+    args.extend([
+        "--", "nsenter", "-t", &init_s, "--pid", "--", "sh", "-c", script,
+    ]);
+    let mut run = reap(args).env("PGWRAP_CGROUP_TEST", &tag).spawn();
+    run.expect_line("left", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let left: Vec<i32> = marked(&tag)
+        .into_iter()
+        .filter(|&p| procfs::cmdline(p).is_some_and(|c| c.first().is_some_and(|a| a == "sleep")))
+        .collect();
+    for &p in &left {
+        guard.watch(p);
+        assert_eq!(
+            procfs::ppid(p),
+            Some(init),
+            "re-parented to the namespace's init"
+        );
+    }
+    Some(left.is_empty())
+}
+
+#[test]
+fn a_leftover_reparented_out_of_reaps_tree_is_still_killed_with_cgroup() {
+    let test = "a_leftover_reparented_out_of_reaps_tree_is_still_killed_with_cgroup";
+    if let Some(gone) = reparented_away(test, true) {
+        assert!(gone, "the leftover outside reap's tree was not killed");
+    }
+}
+
+/// The twin: ancestry cannot reach it; it outlives reap.
+#[test]
+fn a_leftover_reparented_out_of_reaps_tree_survives_without_cgroup() {
+    let test = "a_leftover_reparented_out_of_reaps_tree_survives_without_cgroup";
+    if let Some(gone) = reparented_away(test, false) {
+        assert!(
+            !gone,
+            "without --cgroup the walk found a process outside reap's tree"
+        );
+    }
+}
+
+/// reap under `strace -f`: how many `/proc` files its processes open while
+/// 20 leftovers that ignore TERM exit one by one during the grace (each
+/// exit a wake).
+fn proc_opens(test: &str, with: bool) -> Option<usize> {
+    cgroup_or_skip(test)?;
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        skip::skip(test, &why);
+        return None;
+    }
+    let dir = crate::kit::temp_dir("cgroup-strace");
+    let out = dir.join("trace");
+    let tag = tag(test, with);
+    let _cleanup = Marked(tag.clone());
+    let script = "trap '' TERM; i=1; while [ $i -le 20 ]; do (sleep 0.$((i*4/10))$((i*4%10))) & \
+                  i=$((i+1)); done; exit 0";
+    let mut args = vec![
+        "-f".to_string(),
+        "-qq".into(),
+        "-e".into(),
+        "trace=open,openat".into(),
+        "-o".into(),
+        out.display().to_string(),
+        crate::kit::bin("reap").display().to_string(),
+        "--grace".into(),
+        "30s".into(),
+    ];
+    if with {
+        args.push("--cgroup".into());
+    }
+    args.extend(["--", "sh", "-c", script].map(String::from));
+    let mut run = Run::new("strace")
+        .args(args)
+        .env("PGWRAP_CGROUP_TEST", &tag)
+        .spawn();
+    assert_eq!(run.wait_exit(Duration::from_secs(60)).code(), Some(0));
+    let trace = std::fs::read_to_string(&out).unwrap_or_default();
+    let opens = trace.lines().filter(|l| l.contains("\"/proc/")).count();
+    let others = trace
+        .lines()
+        .filter(|l| l.contains("\"/proc/") && !l.contains("\"/proc/self/"))
+        .count();
+    eprintln!("{test}: {opens} opens of /proc, {others} of other processes' files");
+    Some(others)
+}
+
+#[test]
+fn the_wait_for_the_tree_walks_no_proc_with_cgroup() {
+    let test = "the_wait_for_the_tree_walks_no_proc_with_cgroup";
+    if let Some(others) = proc_opens(test, true) {
+        assert_eq!(others, 0, "a /proc file of another process was opened");
+    }
+}
+
+/// The twin: without --cgroup, every wake is a walk.
+#[test]
+fn the_wait_for_the_tree_walks_proc_without_cgroup() {
+    let test = "the_wait_for_the_tree_walks_proc_without_cgroup";
+    if let Some(others) = proc_opens(test, false) {
+        assert!(
+            others >= 20,
+            "only {others} opens of other processes' /proc files"
+        );
+    }
+}
+
+/// `reap [--cgroup] -- touch MARKER` in a mount namespace of its own
+/// after `prepare` (shell): the exit status, stderr, and whether COMMAND
+/// ran.
+fn refused(test: &str, prepare: &str, with: bool) -> Option<(Option<i32>, String, bool)> {
+    cgroup_or_skip(test)?;
+    if let Some(why) = skip::needs_program("unshare", "util-linux") {
+        skip::skip(test, &why);
+        return None;
+    }
+    let dir = crate::kit::temp_dir("cgroup-refused");
+    let marker = dir.join("ran");
+    let reap = crate::kit::bin("reap");
+    let opt = if with { "--cgroup" } else { "" };
+    let script = format!(
+        "{prepare} && exec '{}' {opt} -- touch '{}'",
+        reap.display(),
+        marker.display()
+    );
+    let mut run = Run::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .stderr_piped()
+        .spawn();
+    let status = run.wait_exit(TIMEOUT);
+    Some((status.code(), run.stderr_all(), marker.exists()))
+}
+
+/// The cgroup2 mount of this namespace, read-only.
+const READ_ONLY: &str =
+    "m=$(awk '$9 == \"cgroup2\" { print $5 }' /proc/self/mountinfo | tail -n 1) \
+                         && mount -o remount,bind,ro \"$m\"";
+/// No cgroup2 mount left in this namespace.
+const UNMOUNTED: &str =
+    "for m in $(awk '$9 == \"cgroup2\" { print $5 }' /proc/self/mountinfo | sort -r); \
+                         do umount -l \"$m\" || exit 1; done; true";
+
+fn assert_refused(got: Option<(Option<i32>, String, bool)>, why: &str) {
+    let Some((code, stderr, ran)) = got else {
+        return;
+    };
+    assert_eq!(code, Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("reap: --cgroup: "), "{stderr}");
+    assert!(stderr.contains(why), "{stderr}");
+    assert!(!ran, "COMMAND ran");
+}
+
+fn assert_ran(got: Option<(Option<i32>, String, bool)>) {
+    let Some((code, stderr, ran)) = got else {
+        return;
+    };
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(ran, "COMMAND did not run");
+}
+
+#[test]
+fn refused_where_the_cgroup_is_read_only() {
+    let test = "refused_where_the_cgroup_is_read_only";
+    assert_refused(refused(test, READ_ONLY, true), "not writable");
+}
+
+#[test]
+fn refused_where_the_cgroup_is_read_only_twin_without_cgroup_runs() {
+    let test = "refused_where_the_cgroup_is_read_only_twin_without_cgroup_runs";
+    assert_ran(refused(test, READ_ONLY, false));
+}
+
+#[test]
+fn refused_without_a_cgroup2_mount() {
+    let test = "refused_without_a_cgroup2_mount";
+    assert_refused(refused(test, UNMOUNTED, true), "no cgroup2 mount");
+}
+
+#[test]
+fn refused_without_a_cgroup2_mount_twin_without_cgroup_runs() {
+    let test = "refused_without_a_cgroup2_mount_twin_without_cgroup_runs";
+    assert_ran(refused(test, UNMOUNTED, false));
+}
+
+/// reap in a threaded cgroup: what it would make below cannot hold a
+/// process.
+fn threaded(test: &str, with: bool) -> Option<(Option<i32>, String, bool)> {
+    let own = cgroup_or_skip(test)?;
+    let parent = own.join(format!("pgwrap-threaded.{}.{with}", std::process::id()));
+    let inner = parent.join("t");
+    std::fs::create_dir_all(&inner).expect("make the test's cgroups");
+    std::fs::write(inner.join("cgroup.type"), "threaded").expect("make a threaded cgroup");
+    let dir = crate::kit::temp_dir("cgroup-threaded");
+    let marker = dir.join("ran");
+    let script = format!(
+        "echo $$ > '{}/cgroup.procs' && exec '{}' {} -- touch '{}'",
+        inner.display(),
+        crate::kit::bin("reap").display(),
+        if with { "--cgroup" } else { "" },
+        marker.display()
+    );
+    let mut run = Run::new("sh").args(["-c", &script]).stderr_piped().spawn();
+    let status = run.wait_exit(TIMEOUT);
+    let got = (status.code(), run.stderr_all(), marker.exists());
+    procfs::wait_until("the test's cgroups are removed", TIMEOUT, || {
+        let _ = std::fs::remove_dir(&inner);
+        std::fs::remove_dir(&parent).is_ok()
+    });
+    Some(got)
+}
+
+#[test]
+fn refused_in_a_threaded_cgroup() {
+    let test = "refused_in_a_threaded_cgroup";
+    assert_refused(threaded(test, true), "internal processes");
+}
+
+#[test]
+fn refused_in_a_threaded_cgroup_twin_without_cgroup_runs() {
+    let test = "refused_in_a_threaded_cgroup_twin_without_cgroup_runs";
+    assert_ran(threaded(test, false));
+}
+
+/// COMMAND's first instruction already runs in the cgroup, the cleanup
+/// runs outside it, and the cgroup is gone before the cleanup starts; the
+/// exit event carries the job's CPU time.
+#[test]
+fn command_runs_inside_and_the_cleanup_outside_the_removed_cgroup() {
+    let test = "command_runs_inside_and_the_cleanup_outside_the_removed_cgroup";
+    let Some(own) = cgroup_or_skip(test) else {
+        return;
+    };
+    let dir = crate::kit::temp_dir("cgroup-inside");
+    let events = dir.join("events");
+    let cleanup = "echo cleanup=$(grep ^0:: /proc/self/cgroup)";
+    let mut run = reap([
+        "--cgroup",
+        "--events",
+        &events.display().to_string(),
+        "--cleanup",
+        cleanup,
+        "--",
+        "sh",
+        "-c",
+        "echo command=$(grep ^0:: /proc/self/cgroup)",
+    ])
+    .spawn();
+    let command = run.expect_line("command=", TIMEOUT);
+    let cleanup = run.expect_line("cleanup=", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let rel = command.trim_start_matches("command=0::").to_string();
+    let name = rel.rsplit('/').next().unwrap_or_default().to_string();
+    assert!(name.starts_with("reap."), "{command}");
+    assert!(
+        !own.join(&name).exists(),
+        "the cgroup {name} is still there"
+    );
+    assert!(
+        !cleanup.contains(&name),
+        "the cleanup ran inside: {cleanup}"
+    );
+    let log = std::fs::read_to_string(&events).unwrap_or_default();
+    let exit = log
+        .lines()
+        .find(|l| l.contains("\"event\":\"exit\""))
+        .unwrap_or_default();
+    assert!(exit.contains("\"cpu_usec\":"), "{log}");
+}
