@@ -350,6 +350,67 @@ fn reap_without_it_the_cleanup_runs_beside_the_leftovers() {
     );
 }
 
+#[test]
+fn reap_cgroup_with_delegate_yes_kills_leftovers_by_cgroup_before_the_cleanup() {
+    let test = "reap_cgroup_with_delegate_yes_kills_leftovers_by_cgroup_before_the_cleanup";
+    let Some(m) = manager(test) else {
+        return;
+    };
+    let unit = "reap-cgroup.service";
+    let out = m.out(unit);
+    m.start(unit);
+    procfs::wait_until("two leftovers ready", PATIENCE, || {
+        read(&out.join("leftovers")).matches("ready pid=").count() == 2
+    });
+    // COMMAND's cgroup is below the unit's, which holds reap alone.
+    let journal = m.journal_has(unit, "in cgroup ");
+    assert!(
+        journal.contains("/system.slice/reap-cgroup.service/reap."),
+        "{journal}"
+    );
+    m.stop(unit);
+    let cleanup = read(&out.join("cleanup"));
+    assert_eq!(
+        cleanup,
+        "cause=cancel status=143 signal=TERM\nalive=\n",
+        "the cleanup ran after every leftover was gone\njournal:\n{}",
+        m.journal(unit)
+    );
+    let journal = m.journal_has(unit, "(cgroup.kill)");
+    assert!(journal.contains("removed cgroup"), "{journal}");
+    assert_systemd_killed_nothing(&journal);
+    assert_ended(&m, unit, "success", "2", "15");
+}
+
+/// The twin: without Delegate=yes the unit's cgroup is systemd's, and
+/// reap --cgroup refuses with 125, starting nothing.
+#[test]
+fn reap_cgroup_without_delegate_refuses_and_starts_nothing() {
+    let test = "reap_cgroup_without_delegate_refuses_and_starts_nothing";
+    let Some(m) = manager(test) else {
+        return;
+    };
+    let unit = "reap-cgroup-undelegated.service";
+    let out = m.out(unit);
+    m.start(unit);
+    procfs::wait_until("the unit has ended", PATIENCE, || {
+        m.show(unit)["ActiveState"] != "active"
+    });
+    let journal = m.journal_has(unit, "Delegate=yes");
+    assert!(journal.contains("reap: --cgroup: "), "{journal}");
+    assert!(
+        read(&out.join("leftovers")).is_empty() && read(&out.join("cleanup")).is_empty(),
+        "nothing was started"
+    );
+    let props = m.show(unit);
+    let got = (
+        props["ActiveState"].as_str(),
+        props["Result"].as_str(),
+        props["ExecMainStatus"].as_str(),
+    );
+    assert_eq!(got, ("failed", "exit-code", "125"), "{}", fmt(&props));
+}
+
 // ---------------------------------------------------------------------------------------------
 // The examples shipped in packaging/systemd/.
 

@@ -136,6 +136,27 @@ pub fn own_dir(mountinfo: &[u8], cgroup: &[u8]) -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// The systemd unit (`NAME.service`, `NAME.scope`) whose cgroup holds
+/// `dir`, if it is not delegated: systemd (251 on) marks a delegated
+/// unit's cgroup with the `trusted.delegate` (or `user.delegate`) xattr.
+fn undelegated_unit(dir: &Path) -> Option<String> {
+    let unit = dir.ancestors().find(|d| {
+        d.file_name().is_some_and(|n| {
+            n.as_bytes().ends_with(b".service") || n.as_bytes().ends_with(b".scope")
+        })
+    })?;
+    let mut buf = [0u8; 8];
+    let delegated = ["trusted.delegate", "user.delegate"]
+        .iter()
+        .any(|x| rustix::fs::getxattr(unit, *x, &mut buf).is_ok_and(|n| buf[..n] == *b"1"));
+    (!delegated).then(|| {
+        unit.file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    })
+}
+
 /// mountinfo's octal escapes (`\040` for a space) undone.
 fn unescape(field: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(field.len());
@@ -181,6 +202,14 @@ impl Cgroup {
                 describe(&e)
             ))
         };
+        // A unit's cgroup belongs to systemd unless the unit says
+        // Delegate=yes (which marks it with a delegate xattr), root or not.
+        if let Some(unit) = undelegated_unit(&own) {
+            return Err(refuse(format!(
+                "reap's cgroup belongs to systemd's {unit}, which does not delegate it: \
+                 add Delegate=yes to the unit (reap does not make cgroups where it was not given them)"
+            )));
+        }
         // Moving COMMAND in needs write access to the procs file of the
         // common ancestor, reap's own cgroup (the kernel's delegation rule).
         let procs = own.join("cgroup.procs");
