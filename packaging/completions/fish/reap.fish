@@ -56,6 +56,7 @@ complete -c reap -n $opts -s s -l signal -x -a "KILL $signals" -d 'Stop signal f
 complete -c reap -n $opts -l cleanup-timeout -x -a $durations -d 'Stop the cleanup if it runs longer'
 complete -c reap -n $opts -l exec-cleanup -d 'The cleanup replaces the subreaper process'
 complete -c reap -n $opts -l keep-orphans -d 'Do not kill leftovers; wait for them'
+complete -c reap -n $opts -l cgroup -d "Run COMMAND in a new cgroup v2 below reap's own"
 complete -c reap -n $opts -l stop-all -d 'On a stop request, the stop signal to every descendant'
 complete -c reap -n $opts -l stop-delay -x -a '1s 5s 30s' -d 'On a stop request, wait this long before passing it on'
 complete -c reap -n $opts -l events -r -d 'Event log: a descriptor or a file'
