@@ -289,6 +289,16 @@ def reaping(orphan_tools, tree_tools, rounds, tree_rounds):
     return sizes, orphans, trees
 
 
+def cgroup(reap, rounds):
+    """scripts/bench-cgroup's two workloads (a 2000-process tree, a fork
+    storm), reap's walk against reap --cgroup, interleaved; or why not."""
+    bc = load_script("bench-cgroup")
+    why = bc.why_not()
+    if why:
+        return {"why_not": why}
+    return {"runs": bc.measure(reap, rounds), "tree": bc.TREE, "chains": bc.CHAINS}
+
+
 # ---------------------------------------------------------------- the binaries, the machine
 
 def binary(path):
@@ -380,6 +390,8 @@ def run(bins, quick, command):
         log("escalation")
         data["escalation"] = escalation(bins, 5 if q else 30)
         data["escalation_script"] = None if q else escalation_script(20, bins.rel)
+        log("cgroup: the /proc walk against reap --cgroup")
+        data["cgroup"] = cgroup(t["reap"][0], 1 if q else 7)
     finally:
         os.unlink(events_log)
     data["memory"], ev_mem = split(mem, ev)

@@ -32,7 +32,7 @@ def render(d, chart_name=None):
     if chart_name:
         L += [f"![startup overhead of each command]({chart_name})", ""]
     for section in (subjects, startup, memory, sizes, latency, reaping, tree_kill, escalation,
-                    events):
+                    events, cgroup):
         L += section(d)
     return "\n".join(L)
 
@@ -422,6 +422,37 @@ def events(d):
               f"{med(b, 'tail_ms'):.2f} ms; zombies left "
               f"{max(x['zombies'] for x in a)} and {max(x['zombies'] for x in b)}.", ""]
     return L
+
+
+def cgroup(d):
+    """reap's /proc walk against reap --cgroup (scripts/bench-cgroup)."""
+    c = d.get("cgroup")
+    if not c:
+        return []
+    L = ["## Ending a tree: the /proc walk against `reap --cgroup`", ""]
+    if "why_not" in c:
+        return L + [f"Not measured on this machine: {c['why_not']}.", ""]
+    runs = c["runs"]
+    rounds = len(runs["tree"]["walk"])
+    L += ["From `scripts/bench-cgroup`, interleaved (walk, cgroup, walk, ...), "
+          f"{rounds} rounds: the time from TERM to reap's exit, and the CPU time of",
+          "everything in the run's own cgroup (reap and the job's exit work) over that",
+          "time. The ratios are against the walk in the same run.", "",
+          "| workload | way | exit ms | CPU ms | exit ratio | CPU ratio | left |",
+          "|---|---|---:|---:|---:|---:|---:|"]
+    names = {"tree": f"{c['tree']} processes (half setsid), TERM",
+             "storm": f"fork storm: {c['chains']} hopping chains ignoring TERM, --grace 0"}
+    def m(xs, k):
+        return statistics.median(x[k] for x in xs)
+    for w in ("tree", "storm"):
+        base = runs[w]["walk"]
+        for way in ("walk", "cgroup"):
+            xs = runs[w][way]
+            L.append(f"| {names[w]} | {way} | {m(xs, 'exit_ms'):.1f} | {m(xs, 'cpu_ms'):.1f} | "
+                     f"{m(xs, 'exit_ms') / m(base, 'exit_ms'):.2f} | "
+                     f"{m(xs, 'cpu_ms') / m(base, 'cpu_ms'):.2f} | "
+                     f"{max(x['left'] for x in xs)} |")
+    return L + [""]
 
 
 def publish(d, out):
