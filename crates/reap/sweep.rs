@@ -86,7 +86,11 @@ impl Sweeper {
     }
 
     /// `--cgroup`: leftovers are the members of `cgroup`.
-    pub fn with_cgroup(mut self, cgroup: Option<Cgroup>) -> Sweeper {
+    pub fn with_cgroup(mut self, mut cgroup: Option<Cgroup>) -> Sweeper {
+        // The front taking over from a back that had removed it already.
+        if let Some(cg) = cgroup.as_mut() {
+            cg.notice_removal();
+        }
         self.cgroup = cgroup;
         self
     }
@@ -109,7 +113,7 @@ impl Sweeper {
     /// The cgroup is empty, yet a child of ours lives on (it moved itself
     /// out): the walk finds the rest from now on.
     pub fn escaped(&mut self) {
-        if self.cgroup.is_some() && !self.escaped {
+        if self.cgroup().is_some() && !self.escaped {
             self.escaped = true;
             verbose!("COMMAND's cgroup is empty but a child of reap lives on: walking /proc for the rest");
         }
@@ -120,7 +124,8 @@ impl Sweeper {
     /// lack of descriptors, which passes (COMMAND's reaping closes one). A
     /// missing or foreign `/proc` is for good.
     pub fn finder(&mut self) -> Finder {
-        if self.cgroup.is_some() && !self.escaped {
+        // Once COMMAND's cgroup is removed (the cleanup's sweep), the walk.
+        if self.cgroup().is_some() && !self.escaped {
             return Finder::Cgroup;
         }
         let passing = self.why == Some(pgkit::procfs::Unusable::NoDescriptor);

@@ -433,3 +433,76 @@ fn command_runs_inside_and_the_cleanup_outside_the_removed_cgroup() {
         .unwrap_or_default();
     assert!(exit.contains("\"cpu_usec\":"), "{log}");
 }
+
+/// The cleanup's own leftovers are swept too (by the walk: the cleanup
+/// runs outside COMMAND's cgroup, which is gone by then).
+#[test]
+fn the_cleanups_leftovers_are_swept_after_the_cgroup_is_removed() {
+    let test = "the_cleanups_leftovers_are_swept_after_the_cgroup_is_removed";
+    if cgroup_or_skip(test).is_none() {
+        return;
+    }
+    let tag = tag(test, true);
+    let _cleanup = Marked(tag.clone());
+    let mut run = reap([
+        "--cgroup",
+        "--grace",
+        "0.5s",
+        "--cleanup",
+        "(trap '' TERM; exec sleep 600) & echo cleanup-left",
+        "--",
+        "true",
+    ])
+    .env("PGWRAP_CGROUP_TEST", &tag)
+    .stderr_piped()
+    .spawn();
+    run.expect_line("cleanup-left", TIMEOUT);
+    assert_eq!(
+        run.wait_exit(TIMEOUT).code(),
+        Some(0),
+        "{}",
+        run.stderr_all()
+    );
+    let left = marked(&tag);
+    assert!(left.is_empty(), "the cleanup's leftover survived: {left:?}");
+}
+
+/// The guarantee holds with --cgroup: reap's back SIGKILLed while COMMAND
+/// runs; the front kills COMMAND's cgroup, runs the cleanup, removes the
+/// cgroup and exits 125.
+#[test]
+fn a_killed_back_leaves_nothing_and_no_cgroup() {
+    let test = "a_killed_back_leaves_nothing_and_no_cgroup";
+    let Some(own) = cgroup_or_skip(test) else {
+        return;
+    };
+    let tag = tag(test, true);
+    let _cleanup = Marked(tag.clone());
+    let mut run = reap([
+        "--cgroup",
+        "--cleanup",
+        "echo cause=$REAP_CAUSE",
+        "--",
+        "sh",
+        "-c",
+        "(trap '' TERM; exec sleep 600) & echo running; exec sleep 600",
+    ])
+    .env("PGWRAP_CGROUP_TEST", &tag)
+    .stderr_piped()
+    .spawn();
+    run.expect_line("running", TIMEOUT);
+    let back = crate::reap_kit::back_of(run.pid());
+    let name = format!("reap.{}", run.pid());
+    assert!(own.join(&name).exists(), "no cgroup {name}");
+    // SAFETY: plain syscall; the back is our grandchild, alive (its
+    // front waits for it).
+    unsafe { libc::kill(back, libc::SIGKILL) };
+    run.expect_line("cause=lost", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(125));
+    let left = marked(&tag);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(
+        !own.join(&name).exists(),
+        "the cgroup {name} is still there"
+    );
+}

@@ -312,12 +312,13 @@ impl Cgroup {
     }
 
     /// Whether a process is in it (`populated 1`). A read also re-arms the
-    /// POLLPRI wake. An unreadable file counts as populated.
+    /// POLLPRI wake. A file that cannot be read is that of a removed
+    /// cgroup (only an empty one can be): not populated.
     pub fn populated(&self) -> bool {
         let mut buf = [0u8; 256];
         match rustix::io::pread(&self.events, &mut buf, 0) {
-            Ok(n) => !buf[..n].split(|&b| b == b'\n').any(|l| l == b"populated 0"),
-            Err(_) => true,
+            Ok(n) => buf[..n].split(|&b| b == b'\n').any(|l| l == b"populated 1"),
+            Err(_) => false,
         }
     }
 
@@ -462,9 +463,21 @@ impl Cgroup {
         if self.removed {
             return Ok(());
         }
-        rustix::fs::unlinkat(CWD, &self.path, AtFlags::REMOVEDIR).map_err(errno)?;
+        match rustix::fs::unlinkat(CWD, &self.path, AtFlags::REMOVEDIR) {
+            // Removed by the other process of the tool.
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(errno(e)),
+        }
         self.removed = true;
         Ok(())
+    }
+
+    /// Mark it removed if its directory is gone (removed by another
+    /// process of the tool: reap's back, before its front takes over).
+    pub fn notice_removal(&mut self) {
+        if rustix::fs::stat(&self.path).is_err_and(|e| e == rustix::io::Errno::NOENT) {
+            self.removed = true;
+        }
     }
 
     pub fn is_removed(&self) -> bool {
