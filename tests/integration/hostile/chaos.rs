@@ -138,6 +138,9 @@ struct Reap {
     exec_cleanup: bool,
     keep_orphans: bool,
     stop_all: bool,
+    /// `--cgroup` (root, a writable cgroup2 mount, no hidden /proc, no low
+    /// descriptor limit).
+    cgroup: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -254,6 +257,8 @@ struct Caps {
     stop_delay: bool,
     cleanup_exec: bool,
     stop_all: bool,
+    /// reap --cgroup can run here (root, a writable cgroup2 mount).
+    cgroup: bool,
 }
 
 /// Whether `tool --help` names `option`.
@@ -377,6 +382,11 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
                     exec_cleanup,
                     keep_orphans: chance(&mut r, 10),
                     stop_all: chance(&mut r, 5) && caps.stop_all,
+                    // Drawn only where it can run: the seeds of a machine
+                    // without it keep their scenarios.
+                    cgroup: caps.cgroup
+                        && matches!(mode, Mode::Plain | Mode::Pid1)
+                        && chance(&mut r, 25),
                 })
             }
         });
@@ -477,7 +487,13 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
         blk.clear();
         pend.clear();
     }
-    let nofile = chance(&mut r, 6).then(|| pick(&mut r, &[6, 8, 10, 16]));
+    // --cgroup's descriptors (and a pidfd per member signalled) need room.
+    let cgroup = layers
+        .iter()
+        .any(|t| matches!(t, Tool::Reap(o) if o.cgroup));
+    let nofile = chance(&mut r, 6)
+        .then(|| pick(&mut r, &[6, 8, 10, 16]))
+        .filter(|_| !cgroup);
     let nproc = (caps.root && mode == Mode::Plain && chance(&mut r, 6))
         .then(|| pick(&mut r, &[3, 6, 10, 30]));
 
@@ -709,6 +725,9 @@ impl Scenario {
                     }
                     if o.stop_all {
                         v.push("--stop-all".into());
+                    }
+                    if o.cgroup {
+                        v.push("--cgroup".into());
                     }
                 }
             }
@@ -2062,6 +2081,34 @@ fn replay(seed: u64) -> String {
     )
 }
 
+/// Whether a cgroup can be made below this process's own (reap --cgroup
+/// would be refused otherwise).
+fn cgroup_writable() -> bool {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return false;
+    };
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let Some(mount) = mountinfo
+        .lines()
+        .filter(|l| {
+            l.split(" - ")
+                .nth(1)
+                .is_some_and(|t| t.starts_with("cgroup2 "))
+        })
+        .filter_map(|l| l.split(' ').nth(4))
+        .next_back()
+    else {
+        return false;
+    };
+    let probe = std::path::Path::new(mount)
+        .join(rel.trim_start_matches('/'))
+        .join(format!("chaos-probe.{}", std::process::id()));
+    let ok = std::fs::create_dir(&probe).is_ok();
+    let _ = std::fs::remove_dir(&probe);
+    ok
+}
+
 fn env_u64(key: &str) -> Option<u64> {
     std::env::var(key).ok()?.trim().parse().ok()
 }
@@ -2087,6 +2134,7 @@ fn chaos_bounded_run() {
         stop_delay: offers("graceful", "--stop-delay"),
         cleanup_exec: offers("reap", "--cleanup-exec"),
         stop_all: offers("reap", "--stop-all"),
+        cgroup: root && offers("reap", "--cgroup") && cgroup_writable(),
     };
     for (offered, what) in [
         (caps.stop_delay, "graceful --stop-delay"),
@@ -2099,6 +2147,12 @@ fn chaos_bounded_run() {
                 "the contract's option is not offered by the tool yet (not in --help): not generated",
             );
         }
+    }
+    if !caps.cgroup {
+        skip::skip(
+            "chaos_bounded_run (reap --cgroup)",
+            "needs root and a writable cgroup2 mount: not generated",
+        );
     }
     let one = env_u64("PGWRAP_CHAOS_ONE");
     let seeds: Vec<u64> = match one {
