@@ -382,6 +382,33 @@ fn reap_cgroup_with_delegate_yes_kills_leftovers_by_cgroup_before_the_cleanup() 
     assert_ended(&m, unit, "success", "2", "15");
 }
 
+/// Where clone3 is refused (ENOSYS from a seccomp filter, as on kernels
+/// before 5.3), COMMAND still starts in its cgroup: the vfork child writes
+/// itself to cgroup.procs before exec.
+#[test]
+fn reap_cgroup_without_clone3_still_starts_command_in_its_cgroup() {
+    let test = "reap_cgroup_without_clone3_still_starts_command_in_its_cgroup";
+    let Some(m) = manager(test) else {
+        return;
+    };
+    let unit = "reap-cgroup-noclone3.service";
+    let out = m.out(unit);
+    m.start(unit);
+    procfs::wait_until("two leftovers ready", PATIENCE, || {
+        read(&out.join("leftovers")).matches("ready pid=").count() == 2
+    });
+    let cgroup = read(&out.join("cgroup"));
+    assert!(
+        cgroup.contains("/system.slice/reap-cgroup-noclone3.service/reap."),
+        "COMMAND's cgroup: {cgroup:?}\n{}",
+        m.journal(unit)
+    );
+    m.stop(unit);
+    let journal = m.journal_has(unit, "(cgroup.kill)");
+    assert!(journal.contains("removed cgroup"), "{journal}");
+    assert_systemd_killed_nothing(&journal);
+}
+
 /// The twin: without Delegate=yes the unit's cgroup is systemd's, and
 /// reap --cgroup refuses with 125, starting nothing.
 #[test]
