@@ -279,11 +279,19 @@ mod tests {
         assert_eq!(c.grace, Timeout::After(Duration::from_secs(5)));
         assert_eq!(c.signal, Signal::TERM);
         assert_eq!(c.cleanup_timeout, Timeout::Never);
-        assert!(!c.exec_cleanup && !c.keep_orphans && !c.verbose && !c.stop_all);
+        assert!(!c.exec_cleanup && !c.keep_orphans && !c.verbose && !c.stop_all && !c.cgroup);
         assert_eq!(c.stop_delay, Duration::ZERO);
         assert_eq!(c.events, None);
         assert_eq!(c.foreground, Foreground::Auto);
         assert_eq!(c.command, ["sleep", "1"]);
+    }
+
+    #[test]
+    fn cgroup_is_a_flag_and_stops_at_command() {
+        let c = run("--cgroup -g 1 cmd --cgroup").unwrap();
+        assert!(c.cgroup);
+        assert_eq!(c.command, ["cmd", "--cgroup"]);
+        assert!(run("--cgroup=yes cmd").is_err());
     }
 
     #[test]
