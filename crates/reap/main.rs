@@ -48,6 +48,9 @@ fn run() -> ! {
         events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
     }
 
+    let caught = SigSet::blockable().union(config.forward);
+    startup::block(caught);
+
     // --cgroup: COMMAND's cgroup exists before anything starts, or reap
     // says why it cannot (125).
     let cgroup = config.cgroup.then(|| {
@@ -56,9 +59,6 @@ fn run() -> ! {
         verbose!("made cgroup {} for COMMAND", cg.path().display());
         cg
     });
-
-    let caught = SigSet::blockable().union(config.forward);
-    startup::block(caught);
     let handed_over = config.foreground.hand_over();
 
     // Before the split, in the process systemd started (the front): COMMAND's
