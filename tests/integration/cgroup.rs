@@ -506,3 +506,43 @@ fn a_killed_back_leaves_nothing_and_no_cgroup() {
         "the cgroup {name} is still there"
     );
 }
+
+/// A process of the job that moves itself out of COMMAND's cgroup (into
+/// reap's own, which is delegated) while still reap's child is found by
+/// the walk once the cgroup is empty: reap still leaves nothing.
+#[test]
+fn a_child_that_left_the_cgroup_is_still_swept() {
+    let test = "a_child_that_left_the_cgroup_is_still_swept";
+    let Some(own) = cgroup_or_skip(test) else {
+        return;
+    };
+    let tag = tag(test, true);
+    let _cleanup = Marked(tag.clone());
+    let procs = own.join("cgroup.procs").display().to_string();
+    let script = format!(
+        "sh -c 'echo $$ > {procs} && echo moved && trap \"\" TERM && exec sleep 600' & \
+         read x; exit 0"
+    );
+    let mut run = reap([
+        "--cgroup", "-v", "--grace", "0.5s", "--", "sh", "-c", &script,
+    ])
+    .env("PGWRAP_CGROUP_TEST", &tag)
+    .stdin_piped()
+    .stderr_piped()
+    .spawn();
+    run.expect_line("moved", TIMEOUT);
+    run.close_stdin();
+    assert_eq!(
+        run.wait_exit(TIMEOUT).code(),
+        Some(0),
+        "{}",
+        run.stderr_all()
+    );
+    let left = marked(&tag);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(
+        run.stderr_all().contains("walking /proc for the rest"),
+        "{}",
+        run.stderr_all()
+    );
+}
