@@ -46,7 +46,8 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
 
 The cleanup gets REAP_STATUS (N or 128+S), REAP_SIGNAL (TERM, or empty) and
 REAP_CAUSE (cancel, lost, signal or exit). It runs even if the process reap
-was started as is SIGKILLed alone or with its whole process group.
+was started as is SIGKILLed alone or with its whole process group. A cleanup
+that fails or is killed gets one line on stderr, even without -v.
 Durations: 10, 10s, 1.5s, 250ms, 2m, 1h, 1d, inf.
 Invoked as docker-init (dockerd --init-path), --version prints the
 `tini version X - git.Y` line Docker reads for `docker info`.

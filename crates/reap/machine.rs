@@ -116,7 +116,8 @@ pub enum Action {
 }
 
 /// The lines the machine's decisions are logged with (`-v`, but for
-/// [`Note::CleanupTimedOut`], always said).
+/// [`Note::CleanupTimedOut`] and a failed [`Note::CleanupResult`], always
+/// said).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Note {
     NotStarting,

@@ -170,6 +170,9 @@ pub struct Back<'a> {
     held_logged: Option<Signal>,
     /// What COMMAND's cgroup used (`--cgroup`), read as it was removed.
     usage: Option<pgkit::cgroup::Usage>,
+    /// The cleanup's failure is said by another line already (its
+    /// timeout's, or the front's summary after taking over).
+    result_said: bool,
 }
 
 impl<'a> Back<'a> {
@@ -199,6 +202,7 @@ impl<'a> Back<'a> {
             held_logged: None,
             kill_logged: false,
             usage: None,
+            result_said: false,
         }
     }
 
@@ -262,6 +266,8 @@ impl<'a> Back<'a> {
     /// what happened.
     pub fn recover(mut self, back: &LostBack) -> String {
         let news = back.news;
+        // The line returned says how the cleanup ended.
+        self.result_said = true;
         verbose!(
             "the subreaper process (pid {}) {} before it finished: taking over",
             back.pid,
@@ -875,7 +881,7 @@ impl<'a> Back<'a> {
     }
 
     /// The line for a decision of the machine.
-    fn say(&self, note: Note) {
+    fn say(&mut self, note: Note) {
         match note {
             Note::NotStarting => {
                 verbose!("the front process is gone before COMMAND started: not starting it")
@@ -918,11 +924,20 @@ impl<'a> Back<'a> {
             Note::DuringCleanup(sig, from) => {
                 verbose!("received {sig} from pid {from} during the cleanup: not passed on")
             }
-            Note::CleanupTimedOut => pgkit::warn!(
-                "the cleanup ran longer than --cleanup-timeout {}: stopping it (status 124)",
-                self.config.cleanup_timeout
-            ),
-            Note::CleanupResult(result) => verbose!("cleanup {result}"),
+            Note::CleanupTimedOut => {
+                self.result_said = true;
+                pgkit::warn!(
+                    "the cleanup ran longer than --cleanup-timeout {}: stopping it (status 124)",
+                    self.config.cleanup_timeout
+                )
+            }
+            // A failed or killed cleanup is said even without -v (as the
+            // survivors are): a CI log must show why reap's status is not 0.
+            Note::CleanupResult(result @ Status::Exited(0)) => verbose!("cleanup {result}"),
+            Note::CleanupResult(result) if !self.result_said => {
+                pgkit::warn!("cleanup {}", ended(result))
+            }
+            Note::CleanupResult(result) => verbose!("cleanup {}", ended(result)),
             Note::Exiting(last) => verbose!("exiting: {last}"),
         }
     }

@@ -372,3 +372,42 @@ fn cleanup_exec_runs_an_argument_vector_under_the_same_rules() {
     );
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(7));
 }
+
+/// A cleanup that fails or is killed says so on stderr, one line, even
+/// without -v (a CI log must not show a job that succeeded and a status of
+/// 3 with no word why); a cleanup that succeeds says nothing.
+#[test]
+fn a_failing_cleanup_gets_one_line_without_verbose() {
+    let mut run = reap(["--cleanup", "exit 3", "--", "true"])
+        .stderr_piped()
+        .spawn();
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(3));
+    let err = run.stderr_all();
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(
+        err.starts_with("reap") && err.contains(": cleanup exited with 3"),
+        "{err:?}"
+    );
+
+    let mut run = reap(["--cleanup", "kill -TERM $$", "--", "true"])
+        .stderr_piped()
+        .spawn();
+    assert_eq!(run.wait_exit(TIMEOUT).signal(), Some(libc::SIGTERM));
+    let err = run.stderr_all();
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(err.contains(": cleanup was killed by TERM"), "{err:?}");
+
+    // Also when COMMAND failed first (reap then exits with COMMAND's).
+    let mut run = reap(["--cleanup", "exit 4", "--", "sh", "-c", "exit 2"])
+        .stderr_piped()
+        .spawn();
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(2));
+    let err = run.stderr_all();
+    assert!(err.contains(": cleanup exited with 4"), "{err:?}");
+
+    let mut run = reap(["--cleanup", "true", "--", "true"])
+        .stderr_piped()
+        .spawn();
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    assert_eq!(run.stderr_all(), "");
+}
