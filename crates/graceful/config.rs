@@ -39,6 +39,7 @@ to exit, then send the kill signal to whatever is left.
   -h, --help               show this help and exit
   -V, --version            show the version and exit
 
+An option that takes one value is given once; FD is 0 or more.
 Durations: 10, 1.5s, 250ms, 2m, 1h, 1d, inf. Signals: TERM, SIGTERM, term, 15,
 RTMIN+3; lists are comma-separated.
 COMMAND gets GRACEFUL_GRACE_MS=<grace in ms>; a graceful that finds it in its
@@ -130,35 +131,62 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut named = SigSet::EMPTY;
     let mut stop_delay = Duration::ZERO;
     let mut events = None;
+    let mut seen = cli::Seen::default();
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
         match arg {
-            Short('t') | Long("timeout") => timeout = cli::duration(&mut parser, &opt)?,
+            Short('t') | Long("timeout") => {
+                seen.once("--timeout", &opt)?;
+                timeout = cli::duration(&mut parser, &opt)?
+            }
+            // --kill-after is timeout(1)'s name for --grace: one of them.
             Short('g') | Long("grace") | Long("kill-after") => {
+                seen.once("--grace", &opt)?;
                 grace = cli::duration(&mut parser, &opt)?
             }
-            Short('s') | Long("signal") => signal = Some(cli::signal(&mut parser, &opt)?),
-            Short('k') | Long("kill-signal") => kill_signal = kill_signal_named(&mut parser, &opt)?,
+            Short('s') | Long("signal") => {
+                seen.once("--signal", &opt)?;
+                signal = Some(cli::signal(&mut parser, &opt)?)
+            }
+            Short('k') | Long("kill-signal") => {
+                seen.once("--kill-signal", &opt)?;
+                kill_signal = kill_signal_named(&mut parser, &opt)?
+            }
             Long("on") => {
+                seen.once("--on", &opt)?;
                 on = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
                 named = named.union(on);
             }
             Short('f') | Long("forward") => {
+                seen.once("--forward", &opt)?;
                 forward = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
                 named = named.union(forward);
             }
             Long("stop-delay") => {
+                seen.once("--stop-delay", &opt)?;
                 stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
                     Error::usage(format!(
                         "--stop-delay cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
                     ))
                 })?
             }
-            Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
-            Long("events") => events = Some(cli::text(&mut parser, &opt)?),
+            Long("pdeathsig") => {
+                seen.once("--pdeathsig", &opt)?;
+                pdeathsig = cli::signal_or_none(&mut parser, &opt)?
+            }
+            Long("events") => {
+                seen.once("--events", &opt)?;
+                events = Some(cli::events(&mut parser, &opt)?)
+            }
             Long("preserve-status") => preserve_status = true,
-            Long("foreground") => foreground = true,
-            Long("no-foreground") => foreground = false,
+            Long("foreground") => {
+                seen.flag("terminal", "--foreground", &opt)?;
+                foreground = true
+            }
+            Long("no-foreground") => {
+                seen.flag("terminal", "--no-foreground", &opt)?;
+                foreground = false
+            }
             arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
@@ -277,7 +305,7 @@ mod tests {
         let c = run("--preserve-status --foreground --pdeathsig none cmd").unwrap();
         assert!(c.preserve_status && c.foreground);
         assert_eq!(c.pdeathsig, None);
-        let c = run("--foreground --no-foreground --pdeathsig TERM cmd").unwrap();
+        let c = run("--no-foreground --no-foreground --pdeathsig TERM cmd").unwrap();
         assert!(!c.foreground);
         assert_eq!(c.pdeathsig, Some(Signal::TERM));
     }
@@ -317,6 +345,10 @@ mod tests {
             "--pdeathsig bogus cmd",
             "--preserve-status=yes cmd",
             "--help=x cmd",
+            "--foreground --no-foreground cmd",
+            "-g 1 --grace 2 cmd",
+            "-k TERM --kill-signal KILL cmd",
+            "--events -1 cmd",
         ] {
             let r = parse(line.split_whitespace().map(OsString::from));
             let e = r.err().unwrap_or_else(|| panic!("{line:?} should fail"));
@@ -338,8 +370,15 @@ mod tests {
         assert_eq!(run("-k sigint cmd").unwrap().kill_signal, Signal::INT);
         let c = run("--kill-after 5 cmd").unwrap();
         assert_eq!(c.grace, Timeout::After(secs(5)));
-        let c = run("--kill-after=1e3ms --grace 5. cmd").unwrap();
+        let c = run("--kill-after=1e3ms cmd").unwrap();
+        assert_eq!(c.grace, Timeout::After(secs(1)));
+        let c = run("--grace 5. cmd").unwrap();
         assert_eq!(c.grace, Timeout::After(secs(5)));
+        // One of the two names, once: both is the same option twice.
+        assert_eq!(
+            run("--kill-after=1e3ms --grace 5. cmd").unwrap_err().code,
+            125
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ Every other signal that would end pgwrap is dropped.
   -h, --help               show this help and exit
   -V, --version            show the version and exit
 
+An option that takes one value is given once; FD is 0 or more.
 Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
 Exit status: COMMAND's; killed by a signal => pgwrap dies of it too;
 125 pgwrap failed, 126 COMMAND not executable, 127 COMMAND not found.
@@ -81,13 +82,27 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut verbose = false;
     let mut command = None;
     let mut events = None;
+    let mut seen = cli::Seen::default();
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
         match arg {
-            Short('f') | Long("forward") => forward = Some(cli::signals(&mut parser, &opt)?),
+            Short('f') | Long("forward") => {
+                seen.once("--forward", &opt)?;
+                forward = Some(cli::signals(&mut parser, &opt)?)
+            }
             Short('i') | Long("ignore") => ignore = ignore.union(cli::signals(&mut parser, &opt)?),
-            Short('m') | Long("map") => map.push(parse_map(&cli::text(&mut parser, &opt)?, &opt)?),
+            Short('m') | Long("map") => {
+                let (from, to) = parse_map(&cli::text(&mut parser, &opt)?, &opt)?;
+                if let Some(&(_, before)) = map.iter().find(|(f, _)| *f == from) {
+                    return Err(Error::usage(format!(
+                        "{opt} {from}:{to} contradicts {from}:{before} given before \
+                         (map each signal once)"
+                    )));
+                }
+                map.push((from, to));
+            }
             Long("to") => {
+                seen.once("--to", &opt)?;
                 to = match cli::text(&mut parser, &opt)?.as_str() {
                     "group" => Target::Group,
                     "child" => Target::Child,
@@ -99,10 +114,22 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 }
             }
             Long("setsid") => setsid = true,
-            Long("foreground") => foreground = Foreground::On,
-            Long("no-foreground") => foreground = Foreground::Off,
-            Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
-            Long("events") => events = Some(cli::text(&mut parser, &opt)?),
+            Long("foreground") => {
+                seen.flag("terminal", "--foreground", &opt)?;
+                foreground = Foreground::On
+            }
+            Long("no-foreground") => {
+                seen.flag("terminal", "--no-foreground", &opt)?;
+                foreground = Foreground::Off
+            }
+            Long("pdeathsig") => {
+                seen.once("--pdeathsig", &opt)?;
+                pdeathsig = cli::signal_or_none(&mut parser, &opt)?
+            }
+            Long("events") => {
+                seen.once("--events", &opt)?;
+                events = Some(cli::events(&mut parser, &opt)?)
+            }
             arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
@@ -255,6 +282,10 @@ mod tests {
             "--pdeathsig bogus cmd",
             "--setsid --foreground cmd",
             "--help=x cmd",
+            "--foreground --no-foreground cmd",
+            "-f TERM -f INT cmd",
+            "-m QUIT:TERM -m QUIT:INT cmd",
+            "--events -1 cmd",
         ] {
             let r = parse(line.split_whitespace().map(OsString::from));
             let e = r.err().unwrap_or_else(|| panic!("{line:?} should fail"));

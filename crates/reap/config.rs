@@ -48,6 +48,7 @@ The cleanup gets REAP_STATUS (N or 128+S), REAP_SIGNAL (TERM, or empty) and
 REAP_CAUSE (cancel, lost, signal or exit). It runs even if the process reap
 was started as is SIGKILLed alone or with its whole process group. A cleanup
 that fails or is killed gets one line on stderr, even without -v.
+An option that takes one value is given once; FD is 0 or more.
 Durations: 10, 10s, 1.5s, 250ms, 2m, 1h, 1d, inf.
 Invoked as docker-init (dockerd --init-path), --version prints the
 `tini version X - git.Y` line Docker reads for `docker info`.
@@ -164,11 +165,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut foreground = Foreground::Auto;
     let mut verbose = false;
     let mut command = None;
+    let mut seen = cli::Seen::default();
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
         match arg {
-            Short('f') | Long("forward") => forward = Some(cli::signals(&mut parser, &opt)?),
+            Short('f') | Long("forward") => {
+                seen.once("--forward", &opt)?;
+                forward = Some(cli::signals(&mut parser, &opt)?)
+            }
             Short('c') | Long("cleanup") => {
+                seen.once("--cleanup", &opt)?;
                 let value = parser.value().map_err(cli::lexopt_error)?;
                 if value.is_empty() {
                     return Err(Error::usage(format!(
@@ -186,23 +192,42 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 let first = parser.value().map_err(cli::lexopt_error)?;
                 cleanup_exec_argv = Some(cleanup_exec(first, &mut parser)?);
             }
-            Short('g') | Long("grace") => grace = cli::duration(&mut parser, &opt)?,
-            Short('s') | Long("signal") => signal = cli::signal(&mut parser, &opt)?,
-            Long("cleanup-timeout") => cleanup_timeout = Some(cli::duration(&mut parser, &opt)?),
+            Short('g') | Long("grace") => {
+                seen.once("--grace", &opt)?;
+                grace = cli::duration(&mut parser, &opt)?
+            }
+            Short('s') | Long("signal") => {
+                seen.once("--signal", &opt)?;
+                signal = cli::signal(&mut parser, &opt)?
+            }
+            Long("cleanup-timeout") => {
+                seen.once("--cleanup-timeout", &opt)?;
+                cleanup_timeout = Some(cli::duration(&mut parser, &opt)?)
+            }
             Long("exec-cleanup") => exec_cleanup = true,
             Long("keep-orphans") => keep_orphans = true,
             Long("stop-all") => stop_all = true,
             Long("cgroup") => cgroup = true,
             Long("stop-delay") => {
+                seen.once("--stop-delay", &opt)?;
                 stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
                     Error::usage(format!(
                         "--stop-delay cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
                     ))
                 })?
             }
-            Long("events") => events = Some(cli::text(&mut parser, &opt)?),
-            Long("foreground") => foreground = Foreground::On,
-            Long("no-foreground") => foreground = Foreground::Off,
+            Long("events") => {
+                seen.once("--events", &opt)?;
+                events = Some(cli::events(&mut parser, &opt)?)
+            }
+            Long("foreground") => {
+                seen.flag("terminal", "--foreground", &opt)?;
+                foreground = Foreground::On
+            }
+            Long("no-foreground") => {
+                seen.flag("terminal", "--no-foreground", &opt)?;
+                foreground = Foreground::Off
+            }
             arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
@@ -411,6 +436,9 @@ mod tests {
             "--stop-delay soon cmd",
             "--stop-all=yes cmd",
             "--events",
+            "--events -1 cmd",
+            "-c a --cleanup b cmd",
+            "-g 1 -g 2 cmd",
         ] {
             let r = parse(line.split_whitespace().map(OsString::from));
             let e = r.err().unwrap_or_else(|| panic!("{line:?} should fail"));

@@ -175,7 +175,7 @@ pub fn common<T>(
                 no_value(parser, &opt)?;
                 return Ok(Flow::Done(Parsed::Version));
             }
-            _ => return Err(lexopt_error(lexopt::Error::UnexpectedOption(opt))),
+            _ => return Err(unknown_option(&opt, help)),
         },
         Other::Value(first) => return Ok(Flow::Command(command(first, parser)?)),
     }
@@ -200,4 +200,221 @@ pub fn catchable(set: SigSet, opt: &str) -> Result<SigSet, Error> {
         }
     }
     Ok(set)
+}
+
+/// The error for an option the tool does not have: with "did you mean
+/// --grace?" when exactly one of the long options of `help` is close
+/// (a letter or two away, or the start of only one of them).
+pub fn unknown_option(opt: &str, help: &str) -> Error {
+    let tool = crate::log::tool();
+    match suggestion(opt, help) {
+        Some(meant) => Error::usage(format!(
+            "invalid option '{opt}': did you mean {meant}? (see '{tool} --help')"
+        )),
+        None => lexopt_error(lexopt::Error::UnexpectedOption(opt.to_string())),
+    }
+}
+
+/// The long options `help` names (`--grace`, `--no-foreground`, ...).
+fn long_options(help: &str) -> Vec<&str> {
+    let mut found: Vec<&str> = Vec::new();
+    let mut rest = help;
+    while let Some(at) = rest.find("--") {
+        let tail = &rest[at..];
+        let len = 2 + tail[2..]
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+            .unwrap_or(tail.len() - 2);
+        let name = &tail[..len];
+        let before = help.len() - rest.len() + at;
+        let starts_word = before == 0 || !help.as_bytes()[before - 1].is_ascii_alphanumeric();
+        if starts_word && len > 3 && !name.ends_with('-') && !found.contains(&name) {
+            found.push(name);
+        }
+        rest = &tail[len.max(2)..];
+    }
+    found
+}
+
+/// The one long option of `help` that `opt` is close to, if there is one.
+fn suggestion<'a>(opt: &str, help: &'a str) -> Option<&'a str> {
+    let typed = opt.strip_prefix("--")?;
+    if typed.len() < 2 {
+        return None;
+    }
+    let options = long_options(help);
+    let prefixed: Vec<&str> = (options.iter().copied())
+        .filter(|o| o[2..].starts_with(typed))
+        .collect();
+    if let [one] = prefixed[..] {
+        return Some(one);
+    }
+    // Within two edits (one for short names), and nearer than any other.
+    let most = if typed.len() <= 4 { 1 } else { 2 };
+    let mut best: Option<(usize, &str)> = None;
+    let mut tie = false;
+    for o in options {
+        let d = distance(typed, &o[2..]);
+        match best {
+            _ if d > most => {}
+            Some((b, _)) if d == b => tie = true,
+            Some((b, _)) if d > b => {}
+            _ => {
+                best = Some((d, o));
+                tie = false;
+            }
+        }
+    }
+    best.filter(|_| !tie).map(|(_, o)| o)
+}
+
+/// Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`.
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// The single-valued options seen so far: a second one (under either of
+/// its spellings), or one of two that contradict each other after the
+/// other, is refused.
+#[derive(Default)]
+pub struct Seen {
+    /// (what is set, by which option, spelt how).
+    given: Vec<(&'static str, &'static str, String)>,
+}
+
+impl Seen {
+    /// `opt` (as written: `-g`) is the option `long` (`--grace`), which
+    /// takes one value: an error if it was given already.
+    pub fn once(&mut self, long: &'static str, opt: &str) -> Result<(), Error> {
+        self.either(long, long, opt)
+    }
+
+    /// `opt` is the option `long`, one of those that set `what` (a name
+    /// shared by options that exclude each other: `--foreground` and
+    /// `--no-foreground` both set the terminal): an error if one of them
+    /// was given already.
+    pub fn either(
+        &mut self,
+        what: &'static str,
+        long: &'static str,
+        opt: &str,
+    ) -> Result<(), Error> {
+        let tool = crate::log::tool();
+        let Some((_, first, before)) = self.given.iter().find(|(w, _, _)| *w == what) else {
+            self.given.push((what, long, opt.to_string()));
+            return Ok(());
+        };
+        let msg = if *first != long {
+            format!("{before} and {opt} contradict each other: give one of them")
+        } else if before != opt {
+            format!("{opt} given twice (first as {before}): it takes one value, give it once")
+        } else {
+            format!("{opt} given twice: it takes one value, give it once")
+        };
+        Err(Error::usage(format!("{msg} (see '{tool} --help')")))
+    }
+
+    /// A flag `long` of a pair that sets `what` (`--foreground`,
+    /// `--no-foreground`): the same flag again changes nothing, the other
+    /// one after it contradicts it.
+    pub fn flag(&mut self, what: &'static str, long: &'static str, opt: &str) -> Result<(), Error> {
+        if self.given.iter().any(|(w, l, _)| *w == what && *l == long) {
+            return Ok(());
+        }
+        self.either(what, long, opt)
+    }
+}
+
+/// `--events FD|PATH`: a descriptor (0 or more) or a path; a value that
+/// starts with `-` (`-1`) is neither, and is refused rather than taken for
+/// a file of that name.
+pub fn events(parser: &mut lexopt::Parser, opt: &str) -> Result<String, Error> {
+    let value = text(parser, opt)?;
+    if let Some(rest) = value.strip_prefix('-') {
+        let what = if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
+            "a descriptor is 0 or more"
+        } else {
+            "an option is not a value"
+        };
+        return Err(Error::usage(format!(
+            "invalid descriptor '{value}' for {opt}: {what} (give an open descriptor, \
+             e.g. {opt} 3 3>events.jsonl, or a path: ./{value} for a file of that name)"
+        )));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELP: &str = "  -g, --grace DUR  x\n      --no-foreground  y\n      --foreground\n  \
+                        --on LIST, --stop-delay DUR, --preserve-status; GRACEFUL_GRACE_MS --x";
+
+    #[test]
+    fn long_options_are_read_from_the_help() {
+        assert_eq!(
+            long_options(HELP),
+            [
+                "--grace",
+                "--no-foreground",
+                "--foreground",
+                "--on",
+                "--stop-delay",
+                "--preserve-status"
+            ]
+        );
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(suggestion("--grase", HELP), Some("--grace"));
+        assert_eq!(suggestion("--gr", HELP), Some("--grace"));
+        assert_eq!(suggestion("--stopdelay", HELP), Some("--stop-delay"));
+        assert_eq!(suggestion("--preserve", HELP), Some("--preserve-status"));
+        assert_eq!(suggestion("--fore-ground", HELP), Some("--foreground"));
+        assert_eq!(suggestion("--frobnicate", HELP), None);
+        assert_eq!(suggestion("--o", HELP), None);
+        assert_eq!(suggestion("-g", HELP), None);
+        assert_eq!(distance("grace", "grcae"), 1);
+    }
+
+    #[test]
+    fn seen_once() {
+        let mut seen = Seen::default();
+        seen.once("--grace", "-g").unwrap();
+        let e = seen.once("--grace", "--grace").unwrap_err();
+        assert!(e.msg.contains("first as -g"), "{}", e.msg);
+        let tty = "terminal";
+        seen.either(tty, "--foreground", "--foreground").unwrap();
+        let e = seen.either(tty, "--no-foreground", "--no-foreground");
+        assert!(e.unwrap_err().msg.contains("contradict"));
+        let e = seen.either(tty, "--foreground", "--foreground");
+        assert!(e.unwrap_err().msg.contains("given twice"));
+        let mut seen = Seen::default();
+        seen.flag(tty, "--foreground", "--foreground").unwrap();
+        seen.flag(tty, "--foreground", "--foreground").unwrap();
+        assert!(seen
+            .flag(tty, "--no-foreground", "--no-foreground")
+            .is_err());
+    }
 }

@@ -6,6 +6,8 @@
 mod graceful;
 /// reap's bad input, help, version and man page.
 mod reap;
+/// Repeated and contradictory options, misspellings, negative descriptors.
+mod strict;
 
 use crate::kit::{bin, temp_dir, Run, TIMEOUT};
 use std::ffi::OsStr;
