@@ -40,6 +40,7 @@ to exit, then send the kill signal to whatever is left.
   -V, --version            show the version and exit
 
 An option that takes one value is given once; FD is 0 or more.
+Lines on stderr start 'graceful[PID]: ', but a refused command line's 'graceful: '.
 Durations: 10, 1.5s, 250ms, 2m, 1h, 1d, inf. Signals: TERM, SIGTERM, term, 15,
 RTMIN+3; lists are comma-separated.
 COMMAND gets GRACEFUL_GRACE_MS=<grace in ms>; a graceful that finds it in its

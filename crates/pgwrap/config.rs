@@ -27,6 +27,7 @@ Every other signal that would end pgwrap is dropped.
   -V, --version            show the version and exit
 
 An option that takes one value is given once; FD is 0 or more.
+Lines on stderr start 'pgwrap[PID]: ', but a refused command line's 'pgwrap: '.
 Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
 Exit status: COMMAND's; killed by a signal => pgwrap dies of it too;
 125 pgwrap failed, 126 COMMAND not executable, 127 COMMAND not found.

@@ -49,6 +49,7 @@ REAP_CAUSE (cancel, lost, signal or exit). It runs even if the process reap
 was started as is SIGKILLed alone or with its whole process group. A cleanup
 that fails or is killed gets one line on stderr, even without -v.
 An option that takes one value is given once; FD is 0 or more.
+Lines on stderr start 'reap[PID]: ', but a refused command line's 'reap: '.
 Durations: 10, 10s, 1.5s, 250ms, 2m, 1h, 1d, inf.
 Invoked as docker-init (dockerd --init-path), --version prints the
 `tini version X - git.Y` line Docker reads for `docker info`.

@@ -3,7 +3,7 @@
 //! (`--stop-delay`), the survivors reap names when a grace runs out (even
 //! without -v), and `--stop-all`.
 
-use crate::kit::{bin, Run, TIMEOUT};
+use crate::kit::{bin, said, Run, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, reap, sigprobe, Guard};
 use std::time::Duration;
@@ -27,7 +27,8 @@ fn reap_with_its_default_grace_over_graceful_30s_announces_the_cap() {
     let err = run.stderr_all();
     assert_eq!(err.lines().count(), 1, "one line: {err:?}");
     assert!(
-        err.starts_with("graceful: grace capped at 4500ms by GRACEFUL_GRACE_MS=5000"),
+        said(err.trim_end(), "graceful")
+            .is_some_and(|m| m.starts_with("grace capped at 4500ms by GRACEFUL_GRACE_MS=5000")),
         "{err:?}"
     );
 }
@@ -50,7 +51,8 @@ fn an_inner_graceful_longer_than_its_outer_one_announces_the_cap() {
     let err = chain("2s", "10s");
     assert_eq!(err.lines().count(), 1, "{err:?}");
     assert!(
-        err.starts_with("graceful: grace capped at 1500ms by GRACEFUL_GRACE_MS=2000"),
+        said(err.trim_end(), "graceful")
+            .is_some_and(|m| m.starts_with("grace capped at 1500ms by GRACEFUL_GRACE_MS=2000")),
         "{err:?}"
     );
     assert_eq!(caps(&chain("10s", "5s")), Vec::<&str>::new());
@@ -187,9 +189,9 @@ fn reap_names_the_survivors_with_the_reason_when_the_grace_runs_out() {
             .iter()
             .position(|w| *w == who)
             .unwrap()];
-        let want = format!("reap: pid {pid} ({who}) is still running after the grace: {why}");
+        let want = format!("pid {pid} ({who}) is still running after the grace: {why}");
         assert!(
-            err.lines().any(|l| l == want),
+            err.lines().any(|l| said(l, "reap") == Some(&want)),
             "no survivor line {want:?} in: {err}"
         );
     }
@@ -239,7 +241,8 @@ fn stop_all_sends_the_stop_signal_to_an_escapee_while_command_runs() {
         );
         let err = run.stderr_all();
         assert!(
-            err.contains(&format!("reap: pid {escapee} (")),
+            (err.lines().filter_map(|l| said(l, "reap")))
+                .any(|m| m.starts_with(&format!("pid {escapee} ("))),
             "the escapee, still there at the deadline, is named: {err}"
         );
         guard.wait_all_gone("the tree is killed", TIMEOUT);

@@ -3,7 +3,7 @@
 //! stop signals, is stopped by `--cleanup-timeout` (status 124), and decides
 //! the exit status when COMMAND succeeded. `--exec-cleanup` runs it in place.
 
-use crate::kit::{temp_dir, TIMEOUT};
+use crate::kit::{said, temp_dir, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, field, reap, sigprobe, Guard};
 use std::os::unix::process::ExitStatusExt;
@@ -69,7 +69,8 @@ fn env_for_127_and_126() {
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(127));
     let err = run.stderr_all();
     assert!(
-        err.starts_with("reap: '/nonexistent/command': command not found"),
+        said(err.trim_end(), "reap")
+            .is_some_and(|m| m.starts_with("'/nonexistent/command': command not found")),
         "{err}"
     );
 

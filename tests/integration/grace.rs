@@ -7,7 +7,7 @@
 //! process still ran, so "killed at or after trigger + grace" can only fail
 //! if graceful killed early. Upper bounds are loose.
 
-use crate::kit::{bin, Ready, Run, TIMEOUT};
+use crate::kit::{bin, said, Ready, Run, TIMEOUT};
 use crate::procfs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
@@ -518,9 +518,11 @@ fn survivors_are_named_with_the_reason_when_the_grace_runs_out() {
         ),
     ] {
         assert!(
-            err.lines().any(|l| l.starts_with("graceful: pid ")
-                && l.contains(&format!("({who})"))
-                && l.ends_with(&format!("is still running after the grace: {why}"))),
+            err.lines().any(
+                |l| said(l, "graceful").is_some_and(|m| m.starts_with("pid "))
+                    && l.contains(&format!("({who})"))
+                    && l.ends_with(&format!("is still running after the grace: {why}"))
+            ),
             "no survivor line for the {who}: {err}"
         );
     }

@@ -3,7 +3,7 @@
 //! agent ends a cancelled job). COMMAND's tree is then killed at once, with
 //! no grace, and the cleanup sees REAP_CAUSE=lost.
 
-use crate::kit::{bin, temp_dir, Run, RunBuilder, TIMEOUT};
+use crate::kit::{bin, said, temp_dir, Run, RunBuilder, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, reap, sigprobe, Guard};
 use crate::skip::{needs_program, skip};
@@ -168,9 +168,11 @@ fn killed_back_is_not_silent(options: &[&str]) {
         "the cleanup must run once, with REAP_CAUSE=lost"
     );
     assert_eq!(
-        stderr.lines().collect::<Vec<_>>(),
+        (stderr.lines())
+            .map(|l| said(l, "reap").unwrap_or(l))
+            .collect::<Vec<_>>(),
         [format!(
-            "reap: the subreaper process (pid {back}) was killed by KILL: killed COMMAND \
+            "the subreaper process (pid {back}) was killed by KILL: killed COMMAND \
              (pid {command}) and 2 other process(es); cleanup ran (REAP_CAUSE=lost) and \
              exited with 0"
         )],
@@ -304,9 +306,11 @@ fn sigkill_to_the_back_during_the_cleanup_lets_the_cleanup_finish() {
         "the cleanup ran once, to its end"
     );
     assert_eq!(
-        stderr.lines().collect::<Vec<_>>(),
+        (stderr.lines())
+            .map(|l| said(l, "reap").unwrap_or(l))
+            .collect::<Vec<_>>(),
         [format!(
-            "reap: the subreaper process (pid {back}) was killed by KILL during the cleanup: \
+            "the subreaper process (pid {back}) was killed by KILL during the cleanup: \
              the cleanup (pid {shell}) went on and exited with 0; what it left was swept"
         )],
     );

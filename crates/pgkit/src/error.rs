@@ -45,7 +45,14 @@ impl Error {
     /// ran, so there is no status of COMMAND's to end with: see
     /// [`crate::exit`] for that).
     pub fn exit(&self) -> ! {
-        crate::log::error(&self.msg);
+        // The tool's own failure is said as a refused command line is
+        // (`TOOL: ...`); COMMAND's (126, 127) as every line said while
+        // running (`TOOL[PID]: ...`), as reap, whose back reports it, does.
+        if self.code == TOOL_FAILED {
+            crate::log::usage_error(&self.msg);
+        } else {
+            crate::log::error(&self.msg);
+        }
         std::process::exit(self.code)
     }
 }

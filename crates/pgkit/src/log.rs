@@ -38,8 +38,18 @@ pub fn verbose_line(msg: std::fmt::Arguments<'_>) {
     write_stderr(line.as_bytes());
 }
 
-/// `TOOL: msg` — an error or a hint, printed whatever `-v` says.
+/// `TOOL[PID]: msg` — a line printed whatever `-v` says (a survivor, a
+/// cap, a failed cleanup, COMMAND not found): the same prefix as the `-v`
+/// lines, so that in a chain of two of the same tool the line tells which
+/// one spoke.
 pub fn error(msg: &str) {
+    let line = format!("{}[{}]: {}\n", tool(), std::process::id(), one_line(msg));
+    write_stderr(line.as_bytes());
+}
+
+/// `TOOL: msg` — the one line of a command line refused (exit 125, nothing
+/// started), as `env`, `timeout` and the contract write it.
+pub fn usage_error(msg: &str) {
     let line = format!("{}: {}\n", tool(), one_line(msg));
     write_stderr(line.as_bytes());
 }

@@ -230,9 +230,10 @@ fn nested_graceful_escalates_before_the_outer_one() {
     let inner_pid = probe.ppid;
     let outer = format!("graceful[{}]: ", run.pid());
     let inner = format!("graceful[{inner_pid}]: ");
-    // The cap is said even without -v, as a warning: `graceful: `.
+    // The cap is said even without -v, by the inner one, with its pid.
     assert_eq!(
-        err.matches("graceful: grace capped at 3500ms").count(),
+        err.matches(&format!("{inner}grace capped at 3500ms"))
+            .count(),
         1,
         "{err}"
     );
@@ -306,7 +307,7 @@ fn exit_codes_pass_through_and_126_127() {
         assert_eq!(run.wait_exit(TIMEOUT).code(), Some(code), "{cmd}");
         let err = run.stderr_all();
         assert!(
-            err.starts_with("graceful: ") && err.lines().count() == 1,
+            err.starts_with(&format!("graceful[{}]: ", run.pid())) && err.lines().count() == 1,
             "{err}"
         );
     }

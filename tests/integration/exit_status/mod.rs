@@ -59,7 +59,7 @@ fn not_found_is_127_and_not_executable_is_126() {
         assert_eq!(status.code(), Some(code), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
         assert!(
-            err.starts_with("pgwrap: ") && err.contains(needle),
+            crate::kit::said(err.trim_end(), "pgwrap").is_some() && err.contains(needle),
             "{args:?}: {err}"
         );
     }

@@ -12,7 +12,7 @@
 //! unprivileged reap: it says so (`unable to send TERM to pid N: Operation
 //! not permitted`) and waits for it rather than leave it behind.
 
-use crate::kit::{bin, Run, RunBuilder, TIMEOUT};
+use crate::kit::{bin, said, Run, RunBuilder, TIMEOUT};
 use crate::procfs;
 use crate::skip;
 use std::os::unix::process::ExitStatusExt;
@@ -122,8 +122,10 @@ fn graceful_as_nobody_kills_the_group_after_the_grace() {
     let err = run.stderr_all();
     assert_eq!(err.lines().count(), 2, "{err}");
     assert!(
-        err.lines()
-            .all(|l| l.starts_with("graceful: pid ") && l.contains("after the grace: it")),
+        err.lines().all(
+            |l| said(l, "graceful").is_some_and(|m| m.starts_with("pid "))
+                && l.contains("after the grace: it")
+        ),
         "{err}"
     );
 }

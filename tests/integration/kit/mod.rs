@@ -31,6 +31,15 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// After this long, a [`Run`] kills everything it owns, even if the test is stuck.
 pub const WATCHDOG: Duration = Duration::from_secs(60);
 
+/// The message of a line `TOOL[PID]: message` (every line a tool prints
+/// while it runs, with or without -v, carries its pid), if `line` is one
+/// of `tool`'s.
+pub fn said<'a>(line: &'a str, tool: &str) -> Option<&'a str> {
+    let rest = line.strip_prefix(tool)?.strip_prefix('[')?;
+    let (pid, msg) = rest.split_once("]: ")?;
+    (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(msg)
+}
+
 /// Path of a binary of this package (`pgwrap`, `graceful`, `reap`, `sigprobe`).
 pub fn bin(name: &str) -> PathBuf {
     let from_cargo = match name {

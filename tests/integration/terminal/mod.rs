@@ -81,7 +81,7 @@ fn no_foreground_reader_gets_the_hint() {
     let text = std::fs::read_to_string(&err).unwrap();
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(
-        text.starts_with("pgwrap: ") && text.contains("TTIN"),
+        crate::kit::said(text.trim_end(), "pgwrap").is_some() && text.contains("TTIN"),
         "{text}"
     );
     // Ctrl-C reaches pgwrap (its group has the terminal), is passed on, and
