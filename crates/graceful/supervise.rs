@@ -12,7 +12,7 @@
 use crate::config::Config;
 use crate::machine::{Action, Event, Machine};
 use pgkit::child::Job;
-use pgkit::events::{self, Value};
+use pgkit::events;
 use pgkit::notify::Relay;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::{self, JobControl};
@@ -302,14 +302,7 @@ impl<'a> Supervisor<'a> {
                     } else {
                         "stop"
                     };
-                    events::emit(
-                        kind,
-                        &[
-                            ("signal", Value::Int(sig.raw().into())),
-                            ("group", Value::Int(group.into())),
-                            ("grace_ms", Value::Int(self.grace_ms())),
-                        ],
-                    );
+                    events::sent(kind, sig, "group", group, self.grace_ms());
                     match sent {
                         Ok(()) => verbose!("sent {sig} to group {group}"),
                         Err(e) => verbose!("cannot send {sig} to group {group}: {e}"),

@@ -389,3 +389,97 @@ fn reaps_stop_delay_logs_each_request_once_when_it_arrives() {
         .expect("a stop event");
     assert_eq!(order[stop - 1], "signal", "{text}");
 }
+
+/// For the programs that read the log: every event that carries a signal
+/// carries its number and its name (`signal`/`name`, `as`/`as_name`); a
+/// field with no value is left out (no `"group":0` for reap's leftovers);
+/// `started` has `wall`, the wall-clock time in RFC 3339 with nanoseconds.
+#[test]
+fn signals_have_names_empty_fields_are_left_out_and_started_has_wall() {
+    let dir = temp_dir("events-fields");
+    let mut texts = Vec::new();
+    let runs: [&[&str]; 3] = [
+        &["graceful", "--grace", "300ms", "--"],
+        &["reap", "--grace", "300ms", "--"],
+        &["pgwrap", "--map", "USR1:USR2", "--"],
+    ];
+    for (i, argv) in runs.iter().enumerate() {
+        let log = dir.join(format!("events-{i}.jsonl"));
+        let script = match argv[0] {
+            // The sleep, left behind by reap's COMMAND, ignores TERM: a
+            // stop and a kill of the leftovers.
+            "reap" => "trap '' TERM; sleep 30 & echo up",
+            "pgwrap" => "trap 'exit 0' USR2; echo up; while :; do sleep 0.1; done",
+            _ => "trap '' TERM; echo up; sleep 30",
+        };
+        let before = std::time::SystemTime::now();
+        let mut run = Run::new(bin(argv[0]))
+            .arg("--events")
+            .arg(&log)
+            .args(&argv[1..])
+            .args(["sh", "-c", script])
+            .stderr_piped()
+            .spawn();
+        run.expect_line("up", TIMEOUT);
+        match argv[0] {
+            "graceful" => run.signal(libc::SIGTERM),
+            "pgwrap" => run.signal(libc::SIGUSR1),
+            _ => {}
+        }
+        run.wait_exit(TIMEOUT);
+        let _ = run.stderr_all();
+        let text = std::fs::read_to_string(&log).unwrap();
+        let started = text.lines().next().map(parse_object).unwrap();
+        let Json::Str(wall) = get(&started, "wall").clone() else {
+            panic!("{text}")
+        };
+        // 2026-12-02T06:10:21.123456789Z
+        let b = wall.as_bytes();
+        assert!(
+            wall.len() == 30
+                && b[4] == b'-'
+                && b[7] == b'-'
+                && b[10] == b'T'
+                && b[13] == b':'
+                && b[16] == b':'
+                && b[19] == b'.'
+                && b[29] == b'Z',
+            "{wall}"
+        );
+        let secs = before
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let (days, rest) = (secs / 86_400, secs % 86_400);
+        let hour: u64 = wall[11..13].parse().unwrap();
+        assert!(
+            hour == rest / 3600 || hour == (rest / 3600 + 1) % 24,
+            "{wall}: not now ({days} days, {rest} s)"
+        );
+        texts.push(text);
+    }
+    let all = texts.join("");
+    let mut saw = Vec::new();
+    for line in all.lines() {
+        let fields = parse_object(line);
+        let event = get(&fields, "event").clone();
+        for (num, name) in [("signal", "name"), ("as", "as_name")] {
+            if let Some((_, Json::Int(n))) = fields.iter().find(|(k, _)| k == num) {
+                let named = fields.iter().find(|(k, _)| k == name);
+                assert!(named.is_some(), "{num}={n} without {name}: {line}");
+                saw.push(format!("{event:?}/{num}"));
+            }
+        }
+        assert!(!line.contains("\"group\":0"), "{line}");
+    }
+    for want in ["stop", "kill", "signal"] {
+        assert!(
+            saw.iter().any(|s| s.contains(&format!("\"{want}\""))),
+            "no {want} event with a signal: {all}"
+        );
+    }
+    assert!(
+        saw.iter().any(|s| s.ends_with("/as")),
+        "no mapped signal: {all}"
+    );
+}

@@ -264,16 +264,54 @@ pub fn dropped() -> u64 {
     LOG.with(|l| l.borrow().as_ref().map_or(0, |log| log.dropped.get()))
 }
 
-/// `started`: COMMAND's pid, its group and session.
+/// `started`: COMMAND's pid, its group and session, and `wall`, the
+/// wall-clock time (RFC 3339, UTC, with nanoseconds) that goes with this
+/// line's `t`, so a reader can place every line against other clocks.
 pub fn started(pid: i32, pgid: i32, sid: i32) {
+    if !enabled() {
+        return;
+    }
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    let mut wall = Line {
+        buf: [0; LINE],
+        len: 0,
+        overflow: false,
+    };
+    let _ = rfc3339(&mut wall, ts.tv_sec, ts.tv_nsec);
+    let wall = std::str::from_utf8(&wall.buf[..wall.len]).unwrap_or("");
     emit(
         "started",
         &[
             ("child", Value::Int(pid.into())),
             ("pgid", Value::Int(pgid.into())),
             ("sid", Value::Int(sid.into())),
+            ("wall", Value::Str(wall)),
         ],
     );
+}
+
+/// `secs.nanos` since the epoch as `2026-12-02T06:10:21.123456789Z`: the
+/// civil date of the proleptic Gregorian calendar (days from civil, after
+/// Howard Hinnant's `civil_from_days`), no time zone, no leap seconds.
+fn rfc3339(out: &mut impl std::fmt::Write, secs: i64, nanos: i64) -> std::fmt::Result {
+    let days = secs.div_euclid(86_400);
+    let rest = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
 
 /// `signal`: a signal received, its sender and what became of it
@@ -290,15 +328,25 @@ pub fn signal(sig: crate::Signal, from: i32, action: &str, out: Option<crate::Si
     let _ = write!(name, "{sig}");
     let name = std::str::from_utf8(&name.buf[..name.len]).unwrap_or("");
     let mapped = out.filter(|&o| o != sig);
+    let mut as_name = Line {
+        buf: [0; LINE],
+        len: 0,
+        overflow: false,
+    };
+    if let Some(o) = mapped {
+        let _ = write!(as_name, "{o}");
+    }
+    let as_name = std::str::from_utf8(&as_name.buf[..as_name.len]).unwrap_or("");
     let fields = [
         ("signal", Value::Int(sig.raw().into())),
         ("name", Value::Str(name)),
         ("from", Value::Int(from.into())),
         ("action", Value::Str(action)),
         ("as", Value::Int(mapped.map_or(0, |o| o.raw().into()))),
+        ("as_name", Value::Str(as_name)),
     ];
-    // No allocation: the optional field is a slice away.
-    emit("signal", &fields[..if mapped.is_some() { 5 } else { 4 }]);
+    // No allocation: the optional fields are a slice away.
+    emit("signal", &fields[..if mapped.is_some() { 6 } else { 4 }]);
 }
 
 /// `reaped`: a child reaped, with its status as a shell reports it.
@@ -312,19 +360,29 @@ pub fn reaped(pid: i32, status: crate::Status) {
     );
 }
 
-/// `stop` or `kill`: a signal sent to `target` (`group`: COMMAND's group,
-/// of id `group`; `all`: every descendant; `leftovers`; `cleanup`), with
-/// the grace that follows in ms (-1 for inf; 0 after a kill).
+/// `stop` or `kill`: a signal (number and name) sent to `target` (`group`:
+/// COMMAND's group, of id `group`; `all`: every descendant; `leftovers`;
+/// `cleanup`), with the grace that follows in ms (-1 for inf; 0 after a
+/// kill). A `group` of 0 (none: COMMAND is reaped) is left out.
 pub fn sent(kind: &str, sig: crate::Signal, target: &str, group: i32, grace_ms: i64) {
-    emit(
-        kind,
-        &[
-            ("signal", Value::Int(sig.raw().into())),
-            ("target", Value::Str(target)),
-            ("group", Value::Int(group.into())),
-            ("grace_ms", Value::Int(grace_ms)),
-        ],
-    );
+    if !enabled() {
+        return;
+    }
+    let mut name = Line {
+        buf: [0; LINE],
+        len: 0,
+        overflow: false,
+    };
+    let _ = write!(name, "{sig}");
+    let name = std::str::from_utf8(&name.buf[..name.len]).unwrap_or("");
+    let fields = [
+        ("signal", Value::Int(sig.raw().into())),
+        ("name", Value::Str(name)),
+        ("target", Value::Str(target)),
+        ("grace_ms", Value::Int(grace_ms)),
+        ("group", Value::Int(group.into())),
+    ];
+    emit(kind, &fields[..if group > 0 { 5 } else { 4 }]);
 }
 
 /// `survivor`: a process still there when a grace ran out, and why (as
@@ -409,6 +467,23 @@ mod tests {
         );
         assert!(text.ends_with(",\"forwarded\":true}\n"));
         assert_eq!(text.matches('\n').count(), 1);
+    }
+
+    #[test]
+    fn wall_clock_in_rfc3339() {
+        let text = |secs, nanos| {
+            let mut s = String::new();
+            rfc3339(&mut s, secs, nanos).unwrap();
+            s
+        };
+        assert_eq!(text(0, 0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(text(951_782_400, 5), "2000-02-29T00:00:00.000000005Z");
+        assert_eq!(
+            text(1_796_191_821, 123_456_789),
+            "2026-12-02T06:10:21.123456789Z"
+        );
+        assert_eq!(text(4_107_542_399, 0), "2100-02-28T23:59:59.000000000Z");
+        assert_eq!(text(-1, 999_999_999), "1969-12-31T23:59:59.999999999Z");
     }
 
     #[test]
