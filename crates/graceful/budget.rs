@@ -68,9 +68,9 @@ pub fn effective(own: Timeout, env: Option<&OsStr>) -> Timeout {
             // Said even without -v: it changes what the user asked for.
             if capped != own {
                 pgkit::warn!(
-                    "grace capped at {capped} by {VAR}={ms} (the outer grace less a {} ms margin; \
+                    "grace capped at {capped} by {VAR}={ms} (the outer grace less a {} margin; \
                      --grace {own})",
-                    MARGIN.as_millis()
+                    Timeout::After(MARGIN)
                 );
             }
             capped

@@ -41,10 +41,10 @@ to exit, then send the kill signal to whatever is left.
 
 An option that takes one value is given once; FD is 0 or more.
 Lines on stderr start 'graceful[PID]: ', but a refused command line's 'graceful: '.
-Durations: 10, 1.5s, 250ms, 2m, 1h, 1d, inf. Signals: TERM, SIGTERM, term, 15,
-RTMIN+3; lists are comma-separated.
+Durations: 10, 1.5s, 250ms, 2m, 1h, 1d, inf (said as 30s, 4.5s, 250ms).
+Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
 COMMAND gets GRACEFUL_GRACE_MS=<grace in ms>; a graceful that finds it in its
-own environment caps its grace 500 ms below it.
+own environment caps its grace 500ms below it.
 Exit status: COMMAND's; killed by a signal => graceful dies of it too;
 124 --timeout fired; 125 graceful failed, 126 COMMAND not executable,
 127 COMMAND not found.

@@ -314,21 +314,19 @@ impl<'a> Supervisor<'a> {
                     verbose!("COMMAND is stopped: sent CONT to group {group}");
                 }
                 Action::ContinueIfStopped => {}
-                Action::ArmDelay(at) => {
-                    let ms =
-                        (at.saturating_duration_since(Instant::now()).as_micros() + 500) / 1000;
-                    verbose!(
-                        "stop delay: the stop signal goes out in {ms} ms (or at the next trigger)"
-                    );
-                }
-                Action::ArmDeadline(at) => {
-                    let ms =
-                        (at.saturating_duration_since(Instant::now()).as_micros() + 500) / 1000;
-                    verbose!(
-                        "grace period started: {} in {ms} ms",
-                        self.config.kill_signal
-                    );
-                }
+                // The durations as the user gave them (not what is left of
+                // them by now, which reads "999 ms" for 1s).
+                Action::ArmDelay(_) => verbose!(
+                    "stop delay: the stop signal goes out in {} (or at the next trigger)",
+                    pgkit::Timeout::After(self.config.stop_delay)
+                ),
+                Action::ArmDeadline(_) => verbose!(
+                    "grace period started: {} in {}",
+                    self.config.kill_signal,
+                    self.machine
+                        .grace()
+                        .map_or(pgkit::Timeout::Never, pgkit::Timeout::After)
+                ),
             }
         }
     }

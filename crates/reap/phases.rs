@@ -888,9 +888,9 @@ impl<'a> Back<'a> {
             }
             Note::Dropped(sig, from) => verbose!("received {sig} from pid {from}: dropped"),
             Note::StopDelayed(sig, from) => verbose!(
-                "received {sig} from pid {from}: stop delay of {} ms before it is passed on \
+                "received {sig} from pid {from}: stop delay of {} before it is passed on \
                  (or at the next stop request)",
-                self.config.stop_delay.as_millis()
+                pgkit::Timeout::After(self.config.stop_delay)
             ),
             Note::StopDelayCut(sig, from) => verbose!(
                 "received {sig} from pid {from}: a second stop request ends the stop delay"

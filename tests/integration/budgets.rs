@@ -28,7 +28,7 @@ fn reap_with_its_default_grace_over_graceful_30s_announces_the_cap() {
     assert_eq!(err.lines().count(), 1, "one line: {err:?}");
     assert!(
         said(err.trim_end(), "graceful")
-            .is_some_and(|m| m.starts_with("grace capped at 4500ms by GRACEFUL_GRACE_MS=5000")),
+            .is_some_and(|m| m.starts_with("grace capped at 4.5s by GRACEFUL_GRACE_MS=5000")),
         "{err:?}"
     );
 }
@@ -52,7 +52,7 @@ fn an_inner_graceful_longer_than_its_outer_one_announces_the_cap() {
     assert_eq!(err.lines().count(), 1, "{err:?}");
     assert!(
         said(err.trim_end(), "graceful")
-            .is_some_and(|m| m.starts_with("grace capped at 1500ms by GRACEFUL_GRACE_MS=2000")),
+            .is_some_and(|m| m.starts_with("grace capped at 1.5s by GRACEFUL_GRACE_MS=2000")),
         "{err:?}"
     );
     assert_eq!(caps(&chain("10s", "5s")), Vec::<&str>::new());

@@ -132,14 +132,31 @@ fn number_and_unit(text: &str) -> Option<(&str, &str, i64, &str)> {
     Some((&text[..whole_end], frac, exp10, &text[end..]))
 }
 
+/// The one form every line of the suite prints a duration in: seconds
+/// (`30s`, `4.5s`) from a second up, milliseconds (`250ms`, `0.0001ms`)
+/// below, exactly (no rounding: the digits it takes, trailing zeros
+/// trimmed), and `inf`. So `--grace 30s` reads `30s` wherever it is said.
 impl std::fmt::Display for Timeout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Timeout::Never => f.write_str("inf"),
-            Timeout::After(d) if d.subsec_nanos() == 0 => write!(f, "{}s", d.as_secs()),
-            Timeout::After(d) => write!(f, "{}ms", d.as_secs_f64() * 1000.0),
+            Timeout::After(d) => show(f, *d),
         }
     }
+}
+
+fn show(f: &mut std::fmt::Formatter<'_>, d: Duration) -> std::fmt::Result {
+    let nanos = d.as_nanos();
+    let (whole, frac, digits, unit) = if d.as_secs() > 0 || nanos == 0 {
+        (nanos / 1_000_000_000, nanos % 1_000_000_000, 9, "s")
+    } else {
+        (nanos / 1_000_000, nanos % 1_000_000, 6, "ms")
+    };
+    if frac == 0 {
+        return write!(f, "{whole}{unit}");
+    }
+    let text = format!("{frac:0digits$}");
+    write!(f, "{whole}.{}{unit}", text.trim_end_matches('0'))
 }
 
 #[cfg(test)]
@@ -190,6 +207,28 @@ mod tests {
         assert_eq!(
             Timeout::parse("1e99999999999"),
             Ok(Timeout::After(Duration::from_secs(MAX_SECS)))
+        );
+    }
+
+    #[test]
+    fn printed_in_one_form() {
+        let show = |text: &str| Timeout::parse(text).unwrap().to_string();
+        // Whole seconds, and anything of a second or more, in seconds;
+        // below a second in milliseconds: as a user writes them.
+        assert_eq!(show("1s"), "1s");
+        assert_eq!(show("30"), "30s");
+        assert_eq!(show("0"), "0s");
+        assert_eq!(show("4500ms"), "4.5s");
+        assert_eq!(show("1.25s"), "1.25s");
+        assert_eq!(show("250ms"), "250ms");
+        assert_eq!(show("0.5"), "500ms");
+        assert_eq!(show("2m"), "120s");
+        assert_eq!(show("0.0001ms"), "0.0001ms");
+        assert_eq!(show("0.0000000001"), "0.000001ms");
+        assert_eq!(show("inf"), "inf");
+        assert_eq!(
+            Timeout::After(Duration::from_nanos(1_000_000_001)).to_string(),
+            "1.000000001s"
         );
     }
 

@@ -128,10 +128,8 @@ fn verbose_lines_are_prefixed_and_name_the_decisions() {
     let err = run.stderr_all();
     let prefix = format!("graceful[{}]: ", run.pid());
     for line in err.lines() {
-        // The survivors are named even without -v, as warnings are.
-        let survivor = line.starts_with("graceful: pid ")
-            && line.contains(" is still running after the grace: ");
-        assert!(line.starts_with(&prefix) || survivor, "{line:?}");
+        // The survivors, named even without -v, too.
+        assert!(line.starts_with(&prefix), "{line:?}");
     }
     for needle in [
         "stop trigger",
@@ -141,6 +139,33 @@ fn verbose_lines_are_prefixed_and_name_the_decisions() {
     ] {
         assert!(err.contains(needle), "{needle:?} missing in:\n{err}");
     }
+}
+
+/// Durations are said as given (not what is left of them when the line is
+/// written: "999 ms" for 1s), in one form: `1s`, `30s`, `250ms`, `4.5s`.
+#[test]
+fn durations_are_said_in_one_form_as_given() {
+    let mut run = graceful(
+        &["-v", "--stop-delay", "1s", "--grace", "250ms"],
+        &["--exit-on", "none"],
+    );
+    run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGTERM);
+    run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    assert!(
+        err.contains("the stop signal goes out in 1s (or at the next trigger)"),
+        "{err}"
+    );
+    assert!(err.contains("grace period started: KILL in 250ms"), "{err}");
+    assert!(!err.contains(" ms"), "{err}");
+    let mut run = graceful(&["-v", "--grace", "30s"], &["--exit-on", "TERM"]);
+    run.expect_ready(TIMEOUT);
+    run.signal(libc::SIGTERM);
+    run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    assert!(err.contains("grace 30s"), "{err}");
+    assert!(err.contains("grace period started: KILL in 30s"), "{err}");
 }
 
 /// COMMAND's view of the variable: its value or `unset`.
@@ -179,7 +204,7 @@ fn an_outer_budget_caps_the_grace_with_a_margin() {
     let (value, err) = exported(&["--grace", "10s"], Some("2000"));
     assert_eq!(value, "1500");
     assert!(
-        err.contains("grace capped at 1500ms by GRACEFUL_GRACE_MS=2000"),
+        err.contains("grace capped at 1.5s by GRACEFUL_GRACE_MS=2000"),
         "{err}"
     );
     // Within the budget: unchanged.
@@ -232,8 +257,7 @@ fn nested_graceful_escalates_before_the_outer_one() {
     let inner = format!("graceful[{inner_pid}]: ");
     // The cap is said even without -v, by the inner one, with its pid.
     assert_eq!(
-        err.matches(&format!("{inner}grace capped at 3500ms"))
-            .count(),
+        err.matches(&format!("{inner}grace capped at 3.5s")).count(),
         1,
         "{err}"
     );
