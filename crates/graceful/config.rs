@@ -26,10 +26,13 @@ to exit, then send the kill signal to whatever is left.
       --stop-delay DUR     on a trigger, wait this long before the stop signal
                            (a load balancer's drain; default 0; a second
                            trigger ends it; the grace starts after it)
-      --on LIST            signals that trigger the stop (default TERM,INT,HUP,QUIT)
+      --on LIST            signals that trigger the stop
+                           (default TERM,INT,HUP,QUIT)
   -f, --forward LIST       other signals passed on unchanged to the group
-                           (default USR1,USR2,WINCH; --on wins where both list one)
-      --events FD|PATH     a machine-readable event log: one JSON line per event
+                           (default USR1,USR2,WINCH; --on wins where both
+                           list one)
+      --events FD|PATH     a machine-readable event log: a JSON line per event
+                           (FD: an open descriptor, 0 or more)
       --pdeathsig SIG|none signal COMMAND gets if graceful dies (default KILL)
       --preserve-status    after --timeout, exit with COMMAND's status, not 124
       --foreground         give COMMAND the terminal (then Ctrl-C reaches
@@ -39,8 +42,8 @@ to exit, then send the kill signal to whatever is left.
   -h, --help               show this help and exit
   -V, --version            show the version and exit
 
-An option that takes one value is given once; FD is 0 or more.
-Lines on stderr start 'graceful[PID]: ', but a refused command line's 'graceful: '.
+An option that takes one value is given once.
+Lines on stderr start 'graceful[PID]: ' (a refused command line: 'graceful: ').
 Durations: 10, 1.5s, 250ms, 2m, 1h, 1d, inf (said as 30s, 4.5s, 250ms).
 Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
 COMMAND gets GRACEFUL_GRACE_MS=<grace in ms>; a graceful that finds it in its

@@ -19,8 +19,10 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
       --cleanup-exec PROG [ARG]... ;
                              the cleanup as an argument vector, run without
                              a shell; ends at a lone ';' (quote it: \\; or ';')
-  -g, --grace DUR            stop signal, then this long, then KILL (default 5s)
-  -s, --signal SIG           stop signal for leftover descendants (default TERM)
+  -g, --grace DUR            stop signal, then this long, then KILL
+                             (default 5s)
+  -s, --signal SIG           stop signal for leftover descendants
+                             (default TERM)
       --cleanup-timeout DUR  stop the cleanup if it runs longer (default inf);
                              it then counts as failed with status 124
       --exec-cleanup         the cleanup replaces reap's subreaper process
@@ -36,7 +38,7 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
                              the stop signal on (a drain; default 0; a second
                              request ends it; the grace starts after it)
       --events FD|PATH       a machine-readable event log (a descriptor or a
-                             file): one JSON line per event
+                             file, FD 0 or more): one JSON line per event
       --foreground           give COMMAND the terminal (default: when stdin is
                              a terminal and reap is in its foreground group)
       --no-foreground        never give COMMAND the terminal
@@ -48,7 +50,7 @@ The cleanup gets REAP_STATUS (N or 128+S), REAP_SIGNAL (TERM, or empty) and
 REAP_CAUSE (cancel, lost, signal or exit). It runs even if the process reap
 was started as is SIGKILLed alone or with its whole process group. A cleanup
 that fails or is killed gets one line on stderr, even without -v.
-An option that takes one value is given once; FD is 0 or more.
+An option that takes one value is given once.
 Lines on stderr start 'reap[PID]: ', but a refused command line's 'reap: '.
 Durations: 10, 10s, 1.5s, 250ms, 2m, 1h, 1d, inf (said as 30s, 4.5s, 250ms).
 Invoked as docker-init (dockerd --init-path), --version prints the

@@ -101,3 +101,16 @@ pub fn check_tool(tool: &str) {
 fn pgwrap_help_and_man_page_agree() {
     check_tool("pgwrap");
 }
+
+/// `--help` fits a terminal of 80 columns: no line longer than 79.
+#[test]
+fn help_is_wrapped_at_79_columns() {
+    for tool in ["pgwrap", "graceful", "reap"] {
+        let long: Vec<String> = help(tool)
+            .lines()
+            .filter(|l| l.chars().count() > 79)
+            .map(|l| format!("{} columns: {l}", l.chars().count()))
+            .collect();
+        assert!(long.is_empty(), "{tool} --help:\n{}", long.join("\n"));
+    }
+}
