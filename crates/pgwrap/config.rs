@@ -2,6 +2,7 @@
 
 use lexopt::Arg::{Long, Short};
 use pgkit::cli::{self, Flow, Parsed};
+use pgkit::route::{self, Route};
 pub use pgkit::tty::Foreground;
 use pgkit::{Error, SigSet, Signal, Target};
 use std::ffi::OsString;
@@ -38,11 +39,8 @@ See pgwrap(1).
 
 #[derive(Debug)]
 pub struct Config {
-    /// Signals passed on unchanged.
-    pub forward: SigSet,
-    /// Signals passed on as another signal.
-    pub map: Vec<(Signal, Signal)>,
-    pub to: Target,
+    /// What is passed on (`--forward`, `--map`), and to whom (`--to`).
+    pub route: Route,
     pub setsid: bool,
     pub foreground: Foreground,
     pub pdeathsig: Option<Signal>,
@@ -55,29 +53,11 @@ pub struct Config {
     pub events: Option<String>,
 }
 
-impl Config {
-    /// What COMMAND gets when pgwrap receives `sig`, if anything.
-    pub fn route(&self, sig: Signal) -> Option<Signal> {
-        if let Some(&(_, to)) = self.map.iter().find(|(from, _)| *from == sig) {
-            return Some(to);
-        }
-        self.forward.contains(sig).then_some(sig)
-    }
-
-    /// Every signal pgwrap must catch on top of the ones it drops.
-    pub fn caught(&self) -> SigSet {
-        self.map.iter().fold(self.forward, |mut set, &(from, _)| {
-            set.insert(from);
-            set
-        })
-    }
-}
-
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
     let mut parser = lexopt::Parser::from_args(args);
     let mut forward = None;
     let mut ignore = SigSet::EMPTY;
-    let mut map = Vec::new();
+    let mut map: Vec<(Signal, Signal, String)> = Vec::new();
     let mut to = Target::Group;
     let mut setsid = false;
     let mut foreground = Foreground::Auto;
@@ -95,26 +75,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             }
             Short('i') | Long("ignore") => ignore = ignore.union(cli::signals(&mut parser, &opt)?),
             Short('m') | Long("map") => {
-                let (from, to) = parse_map(&cli::text(&mut parser, &opt)?, &opt)?;
-                if let Some(&(_, before)) = map.iter().find(|(f, _)| *f == from) {
-                    return Err(Error::usage(format!(
-                        "{opt} {from}:{to} contradicts {from}:{before} given before \
-                         (map each signal once)"
-                    )));
-                }
-                map.push((from, to));
+                let (from, to) = route::parse_map(&cli::text(&mut parser, &opt)?, &opt)?;
+                map.push((from, to, opt));
             }
             Long("to") => {
                 seen.once("--to", &opt)?;
-                to = match cli::text(&mut parser, &opt)?.as_str() {
-                    "group" => Target::Group,
-                    "child" => Target::Child,
-                    other => {
-                        return Err(Error::usage(format!(
-                            "invalid value '{other}' for --to (use group or child)"
-                        )))
-                    }
-                }
+                to = route::parse_to(&cli::text(&mut parser, &opt)?, &opt)?
             }
             Long("setsid") => setsid = true,
             Long("foreground") => {
@@ -144,16 +110,18 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         }
     }
     let command = command.ok_or_else(cli::missing_command)?;
-    let named = map
-        .iter()
-        .fold(forward.unwrap_or(SigSet::EMPTY), |mut set, &(from, _)| {
+    let named = map.iter().fold(
+        forward.unwrap_or(SigSet::EMPTY),
+        |mut set, &(from, _, _)| {
             set.insert(from);
             set
-        });
+        },
+    );
     let forward = forward.unwrap_or_else(SigSet::requests).minus(ignore);
     let forward = cli::catchable(forward, "--forward")?;
-    for &(from, _) in &map {
-        cli::catchable(SigSet::of(&[from]), "--map")?;
+    let mut route = Route::new(forward, to);
+    for (from, to, opt) in &map {
+        route.map(*from, *to, opt)?;
     }
     if setsid && foreground == Foreground::On {
         return Err(Error::usage(
@@ -161,9 +129,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         ));
     }
     Ok(Parsed::Run(Config {
-        forward,
-        map,
-        to,
+        route,
         setsid,
         foreground,
         pdeathsig,
@@ -172,20 +138,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         named,
         events,
     }))
-}
-
-/// `FROM:TO`.
-fn parse_map(text: &str, opt: &str) -> Result<(Signal, Signal), Error> {
-    let hint = pgkit::signal::SIGNAL_HINT;
-    let (from, to) = text.split_once(':').ok_or_else(|| {
-        Error::usage(format!(
-            "invalid value '{text}' for {opt}: expected FROM:TO, e.g. QUIT:TERM"
-        ))
-    })?;
-    let one = |s: &str| {
-        Signal::parse(s).map_err(|e| Error::usage(format!("{e} in {opt} '{text}' ({hint})")))
-    };
-    Ok((one(from)?, one(to)?))
 }
 
 #[cfg(test)]
@@ -207,34 +159,34 @@ mod tests {
     #[test]
     fn defaults() {
         let c = run("sleep 1").unwrap();
-        assert_eq!(c.forward, SigSet::requests());
-        assert_eq!(c.to, Target::Group);
+        assert_eq!(c.route.forward, SigSet::requests());
+        assert_eq!(c.route.to, Target::Group);
         assert_eq!(c.foreground, Foreground::Auto);
         assert_eq!(c.pdeathsig, Some(Signal::KILL));
-        assert!(!c.setsid && !c.verbose && c.map.is_empty());
+        assert!(!c.setsid && !c.verbose && c.route.maps().count() == 0);
         assert_eq!(c.command, ["sleep", "1"]);
     }
 
     #[test]
     fn forward_replaces_and_ignore_removes() {
         let c = run("--forward TERM,INT -i INT cmd").unwrap();
-        assert_eq!(c.forward, SigSet::of(&[Signal::TERM]));
+        assert_eq!(c.route.forward, SigSet::of(&[Signal::TERM]));
         let c = run("-fTERM cmd").unwrap();
-        assert_eq!(c.forward, SigSet::of(&[Signal::TERM]));
+        assert_eq!(c.route.forward, SigSet::of(&[Signal::TERM]));
         let c = run("--forward=QUIT cmd").unwrap();
-        assert_eq!(c.forward, SigSet::of(&[Signal::QUIT]));
+        assert_eq!(c.route.forward, SigSet::of(&[Signal::QUIT]));
         let c = run("--ignore WINCH cmd").unwrap();
-        assert!(!c.forward.contains(Signal::WINCH) && c.forward.contains(Signal::TERM));
+        assert!(!c.route.forward.contains(Signal::WINCH) && c.route.forward.contains(Signal::TERM));
     }
 
     #[test]
     fn map_routes() {
         let c = run("-m QUIT:TERM --map usr1:RTMIN+2 --forward HUP cmd").unwrap();
-        assert_eq!(c.route(Signal::QUIT), Some(Signal::TERM));
-        assert_eq!(c.route(Signal::USR1), Some(sig("RTMIN+2")));
-        assert_eq!(c.route(Signal::HUP), Some(Signal::HUP));
-        assert_eq!(c.route(Signal::INT), None);
-        assert!(c.caught().contains(Signal::QUIT));
+        assert_eq!(c.route.route(Signal::QUIT), Some(Signal::TERM));
+        assert_eq!(c.route.route(Signal::USR1), Some(sig("RTMIN+2")));
+        assert_eq!(c.route.route(Signal::HUP), Some(Signal::HUP));
+        assert_eq!(c.route.route(Signal::INT), None);
+        assert!(c.route.caught().contains(Signal::QUIT));
     }
 
     #[test]
@@ -249,7 +201,7 @@ mod tests {
     #[test]
     fn flags() {
         let c = run("--to child --setsid --no-foreground --pdeathsig none cmd").unwrap();
-        assert_eq!(c.to, Target::Child);
+        assert_eq!(c.route.to, Target::Child);
         assert!(c.setsid);
         assert_eq!(c.foreground, Foreground::Off);
         assert_eq!(c.pdeathsig, None);

@@ -25,8 +25,8 @@ fn run() -> ! {
     let mut config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
     log::set_verbose(config.verbose);
     // nohup's rule: what the caller left ignored stays ignored.
-    let dropped = startup.left_ignored(config.forward, config.named);
-    config.forward = config.forward.minus(dropped);
+    let dropped = startup.left_ignored(config.route.caught(), config.named);
+    config.route.drop(dropped);
 
     if let Some(target) = &config.events {
         events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
@@ -37,7 +37,7 @@ fn run() -> ! {
     let mut relay = notify::open();
     let service = notify::Service::new(relay.as_ref());
 
-    let caught = SigSet::blockable().union(config.caught());
+    let caught = SigSet::blockable().union(config.route.caught());
     startup::block(caught);
     let signals =
         SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
@@ -148,7 +148,7 @@ fn pass_on(
     if signal == Signal::CHLD {
         return;
     }
-    let Some(out) = config.route(signal) else {
+    let Some(out) = config.route.route(signal) else {
         let job_control = if tty::is_job_stop(signal) {
             jobs.on_tool_stop(child, signal);
             true
@@ -164,12 +164,12 @@ fn pass_on(
         return;
     };
     // Nothing is formatted before the signal is sent (and only with -v).
-    let to = match config.to {
+    let to = match config.route.to {
         Target::Group => "group",
         Target::Child => "pid",
     };
     let pid = child.pid();
-    let sent = child.signal(config.to, out);
+    let sent = child.signal(config.route.to, out);
     let action = if out == signal { "forwarded" } else { "mapped" };
     events::signal(signal, from, action, Some(out));
     match sent {
@@ -184,6 +184,6 @@ fn pass_on(
     // A stopped process acts on nothing but KILL until continued; as
     // systemd and timeout(1) do, continue it so it can act on a stop request.
     if stopped && SigSet::stop_requests().contains(out) {
-        let _ = child.signal(config.to, Signal::CONT);
+        let _ = child.signal(config.route.to, Signal::CONT);
     }
 }

@@ -1,9 +1,11 @@
 //! reap's command line: lexopt loop -> validated `Config`.
 
+use crate::outcome::Successes;
 use lexopt::Arg::{Long, Short};
 use pgkit::cli::{self, Flow, Parsed};
+use pgkit::route::{self, Route};
 pub use pgkit::tty::Foreground;
-use pgkit::{Error, SigSet, Signal, Timeout};
+use pgkit::{Error, SigSet, Signal, Target, Timeout};
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -14,6 +16,13 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
 
   -f, --forward LIST         signals passed on to COMMAND's group
                              (default HUP,INT,QUIT,TERM,USR1,USR2,WINCH)
+  -m, --map FROM:TO          pass FROM on as TO (repeatable; what dumb-init
+                             calls --rewrite)
+      --to group|child       send to COMMAND's whole group (default) or to
+                             COMMAND alone (dumb-init: --single-child)
+      --success-status N     COMMAND's status N (128+S for signal S) counts
+                             as 0 for reap's own (repeatable; tini's -e);
+                             REAP_STATUS stays the real one
   -c, --cleanup CMD          shell command (/bin/sh -c CMD) run once COMMAND
                              and all its descendants are gone
       --cleanup-exec PROG [ARG]... ;
@@ -63,8 +72,11 @@ See reap(1).
 
 #[derive(Debug)]
 pub struct Config {
-    /// Signals passed on to COMMAND's group.
-    pub forward: SigSet,
+    /// What is passed on to COMMAND's group (`--forward`, `--map`), or to
+    /// COMMAND alone (`--to child`).
+    pub route: Route,
+    /// `--success-status`: COMMAND's statuses that count as 0.
+    pub successes: Successes,
     /// The cleanup's shell command (`--cleanup`).
     pub cleanup: Option<OsString>,
     /// The cleanup as an argument vector (`--cleanup-exec`), no shell.
@@ -86,8 +98,8 @@ pub struct Config {
     pub foreground: Foreground,
     pub verbose: bool,
     pub command: Vec<OsString>,
-    /// The signals `--forward` named: passed on even when the caller left
-    /// them ignored.
+    /// The signals `--forward` and `--map` named: passed on even when the
+    /// caller left them ignored.
     pub named: SigSet,
 }
 
@@ -169,12 +181,36 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut verbose = false;
     let mut command = None;
     let mut seen = cli::Seen::default();
+    let mut map: Vec<(Signal, Signal, String)> = Vec::new();
+    let mut to = Target::Group;
+    let mut successes = Successes::default();
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
         match arg {
             Short('f') | Long("forward") => {
                 seen.once("--forward", &opt)?;
                 forward = Some(cli::signals(&mut parser, &opt)?)
+            }
+            Short('m') | Long("map") => {
+                let (from, to) = route::parse_map(&cli::text(&mut parser, &opt)?, &opt)?;
+                map.push((from, to, opt));
+            }
+            Long("to") => {
+                seen.once("--to", &opt)?;
+                to = route::parse_to(&cli::text(&mut parser, &opt)?, &opt)?
+            }
+            Long("success-status") => {
+                let value = cli::text(&mut parser, &opt)?;
+                let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+                match value.parse::<u8>() {
+                    Ok(code) if digits => successes.insert(code),
+                    _ => {
+                        return Err(Error::usage(format!(
+                            "invalid status '{value}' for {opt} (give an exit status, 0 to 255: \
+                             N, or 128+S for death by signal S, e.g. {opt} 143 for TERM)"
+                        )))
+                    }
+                }
             }
             Short('c') | Long("cleanup") => {
                 seen.once("--cleanup", &opt)?;
@@ -242,8 +278,18 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         }
     }
     let command = command.ok_or_else(cli::missing_command)?;
-    let named = forward.unwrap_or(SigSet::EMPTY);
+    let named = (map.iter()).fold(
+        forward.unwrap_or(SigSet::EMPTY),
+        |mut set, &(from, _, _)| {
+            set.insert(from);
+            set
+        },
+    );
     let forward = cli::catchable(forward.unwrap_or_else(SigSet::requests), "--forward")?;
+    let mut route = Route::new(forward, to);
+    for (from, to, opt) in &map {
+        route.map(*from, *to, opt)?;
+    }
     if cleanup.is_some() && cleanup_exec_argv.is_some() {
         return Err(Error::usage(
             "--cleanup and --cleanup-exec cannot be used together (one cleanup: a shell \
@@ -269,7 +315,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         ));
     }
     Ok(Parsed::Run(Config {
-        forward,
+        route,
+        successes,
         cleanup,
         cleanup_exec: cleanup_exec_argv,
         grace,
@@ -303,7 +350,7 @@ mod tests {
     #[test]
     fn defaults() {
         let c = run("sleep 1").unwrap();
-        assert_eq!(c.forward, SigSet::requests());
+        assert_eq!(c.route.forward, SigSet::requests());
         assert_eq!(c.cleanup, None);
         assert_eq!(c.grace, Timeout::After(Duration::from_secs(5)));
         assert_eq!(c.signal, Signal::TERM);
@@ -330,7 +377,7 @@ mod tests {
                      --no-foreground -v cmd a",
         )
         .unwrap();
-        assert_eq!(c.forward, SigSet::of(&[Signal::TERM, Signal::USR1]));
+        assert_eq!(c.route.forward, SigSet::of(&[Signal::TERM, Signal::USR1]));
         assert_eq!(c.cleanup.as_deref(), Some("true".as_ref()));
         assert_eq!(c.grace(), Some(Duration::from_millis(250)));
         assert_eq!(c.signal, Signal::INT);

@@ -24,7 +24,7 @@
 //! - Done: reap's final status.
 
 use crate::config::{stop_requests, Config};
-use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
+use crate::outcome::{cleanup_env, final_status, Cause, Successes, CLEANUP_TIMED_OUT};
 use pgkit::{tty, SigSet, Signal, Status};
 use std::time::{Duration, Instant};
 
@@ -197,12 +197,14 @@ pub struct Params {
     pub stop_delay: Option<Duration>,
     /// `--stop-all`.
     pub stop_all: bool,
+    /// `--success-status`.
+    pub successes: Successes,
 }
 
 impl Params {
     pub fn of(config: &Config) -> Params {
         Params {
-            forward: config.forward,
+            forward: config.route.caught(),
             grace: config.grace(),
             signal: config.signal,
             keep_orphans: config.keep_orphans,
@@ -211,10 +213,12 @@ impl Params {
             exec_cleanup: config.exec_cleanup,
             stop_delay: Some(config.stop_delay).filter(|d| !d.is_zero()),
             stop_all: config.stop_all,
+            successes: config.successes,
         }
     }
 
-    /// Whether `sig`, received, is passed on to COMMAND.
+    /// Whether `sig`, received, is passed on to COMMAND (as itself or, with
+    /// `--map`, as another signal: the driver routes it).
     fn forwards(&self, sig: Signal) -> bool {
         self.forward.contains(sig)
     }
@@ -709,7 +713,7 @@ impl Machine {
         let command = self
             .command
             .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
-        let last = final_status(command, cleanup);
+        let last = final_status(command, cleanup, self.params.successes);
         self.phase = Phase::Done;
         if self.takeover {
             // The front that took over exits 125 (reap failed to keep its
@@ -781,6 +785,7 @@ mod tests {
             exec_cleanup: false,
             stop_delay: None,
             stop_all: false,
+            successes: Default::default(),
         }
     }
 

@@ -40,15 +40,15 @@ fn run() -> ! {
     let mut config = cli::run_or_exit(parsed);
     log::set_verbose(config.verbose);
     // nohup's rule: what the caller left ignored stays ignored.
-    let dropped = startup.left_ignored(config.forward, config.named);
-    config.forward = config.forward.minus(dropped);
+    let dropped = startup.left_ignored(config.route.caught(), config.named);
+    config.route.drop(dropped);
 
     // Checked before anything starts: 125 and one line if it cannot be used.
     if let Some(target) = &config.events {
         events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
     }
 
-    let caught = SigSet::blockable().union(config.forward);
+    let caught = SigSet::blockable().union(config.route.caught());
     startup::block(caught);
 
     // --cgroup: COMMAND's cgroup exists before anything starts, or reap

@@ -538,8 +538,13 @@ impl<'a> Back<'a> {
             Action::Forward(sig, _) if self.held_logged == Some(sig) => {}
             Action::Forward(sig, from) => {
                 let stop = crate::config::stop_requests().contains(sig);
-                let how = if stop { "trigger" } else { "forwarded" };
-                events::signal(sig, from, how, Some(sig));
+                let out = self.config.route.route(sig);
+                let how = match out {
+                    _ if stop => "trigger",
+                    Some(o) if o != sig => "mapped",
+                    _ => "forwarded",
+                };
+                events::signal(sig, from, how, out);
             }
             Action::Say(Note::StopDelayed(sig, from) | Note::StopDelayCut(sig, from)) => {
                 events::signal(sig, from, "trigger", None)
@@ -600,7 +605,7 @@ impl<'a> Back<'a> {
     fn act(&mut self, action: Action) {
         if let Action::Forward(sig, _) = action {
             if crate::config::stop_requests().contains(sig) {
-                self.last_stop = Some(sig);
+                self.last_stop = Some(self.config.route.route(sig).unwrap_or(sig));
             }
         }
         // Logged once carried out: the event's write(2) is never between a
@@ -723,12 +728,23 @@ impl<'a> Back<'a> {
         }
     }
 
-    /// Pass a signal on to COMMAND's group.
+    /// Pass a signal on to COMMAND's group (or, `--to child`, to COMMAND
+    /// alone), as itself or as what `--map` makes it (pgkit's `route`).
     fn forward(&self, sig: Signal, from: i32) {
         let Some(child) = &self.leader else { return };
-        match child.signal(Target::Group, sig) {
+        let route = &self.config.route;
+        let out = route.route(sig).unwrap_or(sig);
+        let to = match route.to {
+            Target::Group => "group",
+            Target::Child => "pid",
+        };
+        match child.signal(route.to, out) {
+            Ok(()) if out == sig => verbose!(
+                "received {sig} from pid {from}: forwarded to {to} {}",
+                child.pid()
+            ),
             Ok(()) => verbose!(
-                "received {sig} from pid {from}: forwarded to group {}",
+                "received {sig} from pid {from}: passed on as {out} to {to} {}",
                 child.pid()
             ),
             Err(e) => verbose!("received {sig} from pid {from}: cannot forward: {e}"),

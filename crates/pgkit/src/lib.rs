@@ -11,6 +11,7 @@
 //! | `sigfd`     | the one source of signals: a `signalfd` over the blocked set      |
 //! | `spawn`     | starting COMMAND in a new group or session                        |
 //! | `child`     | the started COMMAND: signal it, watch it, reap it                 |
+//! | `route`     | where a signal received goes: forwarded, mapped, to whom          |
 //! | `reap`      | reaping adopted children (subreaper and PID 1)                    |
 //! | `procfs`    | `/proc` files read and parsed as bytes; is `/proc` ours?          |
 //! | `descend`   | finding and signalling every descendant, escapees included        |
@@ -83,6 +84,7 @@ pub mod pidfd;
 pub mod poll;
 pub mod procfs;
 pub mod reap;
+pub mod route;
 pub mod sigfd;
 pub mod signal;
 pub mod sigraw;

@@ -43,12 +43,15 @@ function __pgwrap_suite_signal_list
     end
 end
 
-set -l with_value -f --forward -c --cleanup --cleanup-exec -g --grace -s --signal --cleanup-timeout --stop-delay --events
+set -l with_value -f --forward -m --map --to --success-status -c --cleanup --cleanup-exec -g --grace -s --signal --cleanup-timeout --stop-delay --events
 set -l opts "not __pgwrap_suite_command_started $with_value"
 set -l signals 'HUP INT QUIT TERM USR1 USR2 WINCH ALRM CONT PIPE PROF PWR URG IO VTALRM XCPU XFSZ RTMIN RTMAX'
 set -l durations '10s 30s 1m 5m inf'
 
 complete -c reap -n $opts -s f -l forward -x -a '(__pgwrap_suite_signal_list)' -d 'Signals passed on to the group of COMMAND'
+complete -c reap -n $opts -s m -l map -x -d 'Pass FROM on as TO (FROM:TO, repeatable)'
+complete -c reap -n $opts -l to -x -a 'group child' -d 'Send to the whole group or COMMAND alone'
+complete -c reap -n $opts -l success-status -x -a '143 130 1' -d 'This status of COMMAND counts as 0 (repeatable)'
 complete -c reap -n $opts -s c -l cleanup -x -a '(__fish_complete_command)' -d 'Shell command run once everything is gone'
 complete -c reap -n $opts -l cleanup-exec -x -a '(__fish_complete_command)' -d 'The cleanup as an argument vector, ends at ;'
 complete -c reap -n $opts -s g -l grace -x -a $durations -d 'Stop signal, this long, then KILL (default 5s)'

@@ -3,6 +3,8 @@
 
 /// reap: the back, COMMAND's parent, is the one sender; a paused front loses nothing.
 pub mod one_route;
+/// reap's --map, --to child and --success-status (dumb-init's and tini's habits).
+mod peers;
 /// Signal storms at each tool: nothing forwarded is lost, nothing dropped gets through.
 pub mod storms;
 
