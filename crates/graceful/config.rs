@@ -50,7 +50,7 @@ COMMAND gets GRACEFUL_GRACE_MS=<grace in ms>; a graceful that finds it in its
 own environment caps its grace 500ms below it.
 Exit status: COMMAND's; killed by a signal => graceful dies of it too;
 124 --timeout fired; 125 graceful failed, 126 COMMAND not executable,
-127 COMMAND not found.
+127 COMMAND (or its #! interpreter) not found.
 See graceful(1).
 ";
 

@@ -33,7 +33,8 @@ An option that takes one value is given once.
 Lines on stderr start 'pgwrap[PID]: ', but a refused command line's 'pgwrap: '.
 Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
 Exit status: COMMAND's; killed by a signal => pgwrap dies of it too;
-125 pgwrap failed, 126 COMMAND not executable, 127 COMMAND not found.
+125 pgwrap failed, 126 COMMAND not executable, 127 COMMAND (or its #!
+interpreter) not found.
 See pgwrap(1).
 ";
 

@@ -66,7 +66,8 @@ Invoked as docker-init (dockerd --init-path), --version prints the
 `tini version X - git.Y` line Docker reads for `docker info`.
 Exit status: COMMAND's (killed by a signal => reap dies of it too; 128+S as
 PID 1); if COMMAND succeeded and the cleanup failed, the cleanup's.
-125 reap failed, 126 COMMAND not executable, 127 COMMAND not found.
+125 reap failed, 126 COMMAND not executable, 127 COMMAND (or its #!
+interpreter) not found.
 See reap(1).
 ";
 

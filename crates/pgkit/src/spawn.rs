@@ -287,9 +287,21 @@ impl Spawn {
             return Error::sys(&format!("{what} for '{name}'"), err);
         }
         match failure.errno.get() {
-            libc::ENOENT => Error {
-                code: NOT_FOUND,
-                msg: format!("'{name}': command not found"),
+            libc::ENOENT => match self.argv.first().and_then(|p| missing_interpreter(p)) {
+                // The file is there: what is missing is its `#!` interpreter.
+                Some((path, interpreter)) => Error {
+                    code: NOT_FOUND,
+                    msg: format!(
+                        "'{}': its interpreter '{}' not found (the #! line names it; \
+                         install it or change the line)",
+                        path.to_string_lossy(),
+                        interpreter.to_string_lossy()
+                    ),
+                },
+                None => Error {
+                    code: NOT_FOUND,
+                    msg: format!("'{name}': command not found"),
+                },
             },
             _ => Error {
                 code: CANNOT_EXEC,
@@ -297,6 +309,27 @@ impl Spawn {
             },
         }
     }
+}
+
+/// After `execve` said ENOENT: the first candidate for `program` that is
+/// a file starting with `#!`, and the interpreter that line names (the
+/// kernel's ENOENT was about it, not about the file).
+fn missing_interpreter(program: &OsStr) -> Option<(OsString, OsString)> {
+    use std::io::Read;
+    candidates(program).into_iter().find_map(|path| {
+        let mut head = [0u8; 256];
+        let mut file = std::fs::File::open(&path).ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let n = file.read(&mut head).ok()?;
+        let line = head[..n].strip_prefix(b"#!")?;
+        let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+        let interpreter = line
+            .split(|&b| b == b' ' || b == b'\t')
+            .find(|w| !w.is_empty())?;
+        Some((path, OsStr::from_bytes(interpreter).to_owned()))
+    })
 }
 
 /// `s` as a C string; a NUL byte in it is the caller's error (125).

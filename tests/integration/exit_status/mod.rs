@@ -97,3 +97,32 @@ fn a_script_without_a_shebang_runs_with_bin_sh_in_each_tool() {
         run.stderr_all()
     );
 }
+
+/// A script whose `#!` interpreter is missing (`#!/bin/bash` in an image
+/// without bash) is 127, and the line names the interpreter, not the
+/// script, which exists.
+#[test]
+fn a_missing_interpreter_is_named() {
+    let dir = crate::kit::temp_dir("interpreter");
+    let script = dir.join("job.sh");
+    std::fs::write(&script, "#!/nonexistent/bash -e\necho hi\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for tool in ["pgwrap", "graceful", "reap"] {
+        let mut run = Run::new(bin(tool))
+            .arg("--")
+            .arg(&script)
+            .stderr_piped()
+            .spawn();
+        let status = run.wait_exit(TIMEOUT);
+        let err = run.stderr_all();
+        assert_eq!(status.code(), Some(127), "{tool}: {err}");
+        assert_eq!(err.lines().count(), 1, "{tool}: {err}");
+        assert!(
+            err.contains("interpreter '/nonexistent/bash' not found")
+                && err.contains("job.sh")
+                && !err.contains("command not found"),
+            "{tool}: {err}"
+        );
+    }
+}
