@@ -300,9 +300,11 @@ impl Sweeper {
     fn send(&self, p: &Proc, sig: Signal, tree: &BTreeSet<i32>) -> bool {
         match descend::signal(p, sig, tree) {
             Ok(Sent::Delivered) => {
+                // Named as the survivor lines name it.
                 verbose!(
-                    "sent {sig} to pid {} (parent {}, group {})",
+                    "sent {sig} to pid {} ({}; parent {}, group {})",
                     p.pid,
+                    p.name,
                     p.ppid,
                     p.pgid
                 );

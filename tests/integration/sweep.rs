@@ -257,3 +257,21 @@ fn verbose_with_a_broken_stderr_does_not_spin() {
     );
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
 }
+
+/// `-v` names the processes it signals as the survivor lines do: pid and
+/// name.
+#[test]
+fn verbose_names_the_leftovers_it_signals() {
+    let mut run = crate::reap_kit::reap(["-v", "--grace", "5s", "--", "sh", "-c"])
+        .arg("sleep 30 & echo up")
+        .stderr_piped()
+        .spawn();
+    run.expect_line("up", TIMEOUT);
+    run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    assert!(
+        err.lines()
+            .any(|l| l.contains("sent TERM to pid ") && l.contains(" (sleep; parent ")),
+        "{err}"
+    );
+}

@@ -33,9 +33,30 @@ pub fn verbose_enabled() -> bool {
 
 /// `TOOL[PID]: msg` — a `-v` decision line.
 pub fn verbose_line(msg: std::fmt::Arguments<'_>) {
-    let msg = msg.to_string();
+    let msg = senders(msg.to_string());
     let line = format!("{}[{}]: {}\n", tool(), std::process::id(), one_line(&msg));
     write_stderr(line.as_bytes());
+}
+
+/// A signal's sender of pid 0 is no process: the kernel sent it, or the
+/// terminal's line discipline (Ctrl-C, Ctrl-Z, a resize). Every line that
+/// names a sender writes `from pid N`; that one is said as what it is.
+fn senders(msg: String) -> String {
+    const ZERO: &str = "from pid 0";
+    let mut out = String::with_capacity(msg.len() + 16);
+    let mut rest = msg.as_str();
+    while let Some(at) = rest.find(ZERO) {
+        let after = &rest[at + ZERO.len()..];
+        out.push_str(&rest[..at]);
+        if after.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push_str(ZERO);
+        } else {
+            out.push_str("from the terminal/kernel");
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `TOOL[PID]: msg` — a line printed whatever `-v` says (a survivor, a
@@ -118,6 +139,23 @@ macro_rules! warn {
 #[cfg(test)]
 mod tests {
     use super::one_line;
+
+    #[test]
+    fn sender_0_is_the_terminal_or_the_kernel() {
+        use super::senders;
+        assert_eq!(
+            senders("received INT from pid 0: forwarded".into()),
+            "received INT from the terminal/kernel: forwarded"
+        );
+        assert_eq!(
+            senders("received INT from pid 0".into()),
+            "received INT from the terminal/kernel"
+        );
+        assert_eq!(
+            senders("from pid 07 and from pid 42".into()),
+            "from pid 07 and from pid 42"
+        );
+    }
 
     #[test]
     fn control_characters_are_escaped() {
