@@ -38,7 +38,8 @@ to exit, then send the kill signal to whatever is left.
       --foreground         give COMMAND the terminal (then Ctrl-C reaches
                            COMMAND, not graceful)
       --no-foreground      never give COMMAND the terminal (the default)
-  -v, --verbose            one line on stderr per decision
+  -v, --verbose            one line on stderr per decision (-vv: also the
+                           signals the caller left ignored)
   -h, --help               show this help and exit
   -V, --version            show the version and exit
 

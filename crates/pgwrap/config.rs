@@ -25,7 +25,8 @@ Every other signal that would end pgwrap is dropped.
       --events FD|PATH     a machine-readable event log: a JSON line per event
                            (FD: an open descriptor, 0 or more)
       --pdeathsig SIG|none signal COMMAND gets if pgwrap dies (default KILL)
-  -v, --verbose            one line on stderr per decision
+  -v, --verbose            one line on stderr per decision (-vv: also the
+                           signals the caller left ignored)
   -h, --help               show this help and exit
   -V, --version            show the version and exit
 

@@ -51,7 +51,8 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
       --foreground           give COMMAND the terminal (default: when stdin is
                              a terminal and reap is in its foreground group)
       --no-foreground        never give COMMAND the terminal
-  -v, --verbose              one line on stderr per decision
+  -v, --verbose              one line on stderr per decision (-vv: also
+                             the signals the caller left ignored)
   -h, --help                 show this help and exit
   -V, --version              show the version and exit
 

@@ -166,7 +166,10 @@ pub fn common<T>(
 ) -> Result<Flow<T>, Error> {
     match arg {
         Other::Option(opt) => match opt.as_str() {
-            "-v" | "--verbose" => *verbose = true,
+            "-v" | "--verbose" => {
+                *verbose = true;
+                crate::log::more_verbose();
+            }
             "-h" | "--help" => {
                 no_value(parser, &opt)?;
                 return Ok(Flow::Done(Parsed::Help(help)));

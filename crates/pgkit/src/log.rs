@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 
 static TOOL: OnceLock<&'static str> = OnceLock::new();
 static VERBOSE: AtomicBool = AtomicBool::new(false);
+/// How many `-v` the command line gave (`-vv`: 2).
+static VERBOSITY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Name the tool for every line it prints (`pgwrap`, `graceful`, `reap`).
 pub fn set_tool(tool: &'static str) {
@@ -24,6 +26,17 @@ pub fn tool() -> &'static str {
 /// Turn `-v` lines on or off.
 pub fn set_verbose(on: bool) {
     VERBOSE.store(on, Ordering::Relaxed);
+}
+
+/// One more `-v` on the command line.
+pub fn more_verbose() {
+    VERBOSITY.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many `-v` were given: the lines of a second `-v` are for a look at
+/// the details (what every background job starts with, for one).
+pub fn verbosity() -> u32 {
+    VERBOSITY.load(Ordering::Relaxed)
 }
 
 /// Whether `-v` lines are printed.

@@ -115,7 +115,10 @@ impl Startup {
     /// option named them (`named`): the nohup rule. Says so with `-v`.
     pub fn left_ignored(&self, acts_on: SigSet, named: SigSet) -> SigSet {
         let dropped = self.ignored(acts_on.minus(named));
-        if !dropped.is_empty() {
+        // Said with a second -v only: every shell starts a background job
+        // with INT and QUIT ignored, and what an option names is never
+        // dropped, so this changes nothing the user asked for.
+        if !dropped.is_empty() && crate::log::verbosity() >= 2 {
             crate::verbose!(
                 "{dropped} ignored by the caller: neither passed on nor acted on (name it in an \
                  option to change that)"

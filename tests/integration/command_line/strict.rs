@@ -130,3 +130,23 @@ fn a_negative_events_descriptor_is_refused() {
         }
     }
 }
+
+/// A backgrounded script's tools start with INT and QUIT ignored (every
+/// shell does that to a background job): `-v` does not open with a line
+/// about it; `-vv` says it.
+#[test]
+fn the_callers_ignored_signals_are_said_with_a_second_v_only() {
+    for tool in ["pgwrap", "graceful", "reap"] {
+        for (v, said) in [("-v", false), ("-vv", true)] {
+            let line = format!("trap '' INT QUIT; exec {} {v} -- true", bin(tool).display());
+            let mut run = Run::new("sh").args(["-c", &line]).stderr_piped().spawn();
+            assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0), "{tool} {v}");
+            let err = run.stderr_all();
+            assert_eq!(
+                err.contains("ignored by the caller"),
+                said,
+                "{tool} {v}: {err}"
+            );
+        }
+    }
+}
