@@ -357,6 +357,25 @@ fn deb_holds_its_files(variant: Variant) {
             "copyright lacks the LICENSE line {line:?}"
         );
     }
+
+    // Each man page names paths this package installs (the static one
+    // keeps its documentation under its own name).
+    let files = deb_files(deb);
+    for tool in TOOLS {
+        let page = tree.join(format!("usr/share/man/man1/{tool}.1.gz"));
+        let text = ok("gzip", &[&"-dc", &page]).replace("\\-", "-");
+        for (at, _) in text.match_indices("/usr/share/doc/") {
+            let path: String = text[at..]
+                .chars()
+                .take_while(|c| !c.is_whitespace() && !matches!(c, ',' | ')' | '"'))
+                .collect();
+            let path = path.trim_end_matches('.');
+            assert!(
+                files.contains(path) || files.iter().any(|f| f.starts_with(&format!("{path}/"))),
+                "{name}: {tool}(1) names {path}, which {name} does not install"
+            );
+        }
+    }
 }
 
 #[test]
@@ -897,6 +916,47 @@ fn completions_offer_exactly_each_tools_options() {
                 "{shell} completion of {tool} names {unknown:?}"
             );
         }
+    }
+}
+
+/// zsh completes as bash does, in a real interactive zsh (tmux): the
+/// options of a tool after `TOOL -- TOOL2` (`--` right after the first
+/// tool), and reap's options after `--cleanup-exec PROG ARG... ;`.
+#[test]
+fn zsh_completes_through_chains_and_cleanup_exec() {
+    use crate::kit::tmux::{Shell, Tmux};
+    if let Some(why) = Shell::Zsh.missing() {
+        crate::kit::skip::skip("zsh_completes_through_chains_and_cleanup_exec", &why);
+        return;
+    }
+    let bin_dir = bin("reap").parent().unwrap().to_path_buf();
+    let fpath = repo().join("packaging/completions/zsh");
+    for (typed, want) in [
+        ("reap -- graceful --gr", "--grace"),
+        ("pgwrap -- reap --keep-or", "--keep-orphans"),
+        ("reap -g 5 -- graceful --preserve-st", "--preserve-status"),
+        (
+            "reap --cleanup-exec rm -f x \\; --keep-or",
+            "--keep-orphans",
+        ),
+        (
+            "reap --cleanup-exec rm -f x \\; -- graceful --gr",
+            "--grace",
+        ),
+    ] {
+        let tmux = Tmux::start_shell("zsh-completion", Shell::Zsh);
+        tmux.type_line(&format!(
+            "PATH={}:$PATH; fpath=({} $fpath); autoload -Uz compinit; compinit -u -D; clear",
+            bin_dir.display(),
+            fpath.display()
+        ));
+        tmux.wait_for_screen("the prompt", |s| s.trim() == "$" || s.trim() == "%");
+        tmux.send(&["-l", typed]);
+        tmux.send(&["Tab"]);
+        let screen = tmux.wait_for_joined(&format!("{want} completed after {typed:?}"), |s| {
+            s.lines().any(|l| l.starts_with("$ ") && l.contains(want))
+        });
+        assert!(screen.contains(want), "{typed}: {screen}");
     }
 }
 
