@@ -317,7 +317,9 @@ fn every_man_page_has_a_full_terminal_table() {
 
 /// A line on the joined screen that is the tool's hint for `sig`.
 fn is_hint(line: &str, tool: &str, sig: &str) -> bool {
-    line.contains(&format!("{tool}: ")) && line.contains("--foreground") && line.contains(sig)
+    let said = (line.find(&format!("{tool}[")))
+        .is_some_and(|at| crate::kit::said(&line[at..], tool).is_some());
+    said && line.contains("--foreground") && line.contains(sig)
 }
 
 fn count_hints(screen: &str, tool: &str, sig: &str) -> usize {
