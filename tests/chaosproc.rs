@@ -646,6 +646,10 @@ impl Sup {
         unsafe {
             cmd.pre_exec(move || {
                 let lim = |res, n: u64| {
+                    // rlim_t is 32 bits wide on a 32-bit target (armhf,
+                    // i386): a limit above it is no limit.
+                    #[allow(clippy::useless_conversion, clippy::unnecessary_fallible_conversions)]
+                    let n = libc::rlim_t::try_from(n).unwrap_or(libc::RLIM_INFINITY);
                     let r = libc::rlimit {
                         rlim_cur: n,
                         rlim_max: n,
