@@ -57,46 +57,20 @@ fn die(msg: &str) -> ! {
 // ---------------------------------------------------------------------------------------------
 // Raw signal syscalls (glibc hides 32 and 33 from its wrappers).
 
-#[repr(C)]
-struct KernelSigaction {
-    handler: usize,
-    flags: u64,
-    restorer: usize,
-    mask: u64,
-}
+// Through the engine's own calls (pgkit::sigraw), which take the kernel's
+// structures for the target from linux-raw-sys: no layout of our own.
 
 /// Set `sig` to SIG_DFL (0) or SIG_IGN (1), any signal number.
 fn raw_disposition(sig: i32, handler: usize) {
-    let ksa = KernelSigaction {
-        handler,
-        flags: 0,
-        restorer: 0,
-        mask: 0,
-    };
-    // SAFETY: a valid kernel_sigaction for SIG_DFL/SIG_IGN, sigsetsize 8.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            &ksa as *const KernelSigaction,
-            std::ptr::null::<KernelSigaction>(),
-            8usize,
-        )
-    };
+    if let Some(sig) = pgkit::Signal::from_raw(sig) {
+        let _ = pgkit::sigraw::set_disposition(sig, handler == 1);
+    }
 }
 
-/// rt_sigprocmask with a 64-bit mask (bit sig-1).
+/// Make `set` (bit sig-1) the mask. Async-signal-safe (for pre_exec).
 fn raw_mask(how: i32, set: u64) {
-    // SAFETY: valid pointers to 8-byte masks.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            how,
-            &set as *const u64,
-            std::ptr::null_mut::<u64>(),
-            8usize,
-        )
-    };
+    debug_assert_eq!(how, libc::SIG_SETMASK);
+    pgkit::sigraw::set_mask(pgkit::SigSet::from_bits(set));
 }
 
 fn raw_kill(pid: i32, sig: i32) -> bool {
@@ -646,6 +620,10 @@ impl Sup {
         unsafe {
             cmd.pre_exec(move || {
                 let lim = |res, n: u64| {
+                    // rlim_t is 32 bits wide on a 32-bit target (armhf,
+                    // i386): a limit above it is no limit.
+                    #[allow(clippy::useless_conversion, clippy::unnecessary_fallible_conversions)]
+                    let n = libc::rlim_t::try_from(n).unwrap_or(libc::RLIM_INFINITY);
                     let r = libc::rlimit {
                         rlim_cur: n,
                         rlim_max: n,

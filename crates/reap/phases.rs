@@ -892,7 +892,14 @@ impl<'a> Back<'a> {
                     self.sweeper.forget(pid);
                 }
             }
-            Err(e) => pgkit::warn!("unable to reap: {e}"),
+            // Said once: a refused waitid fails at every wake.
+            Err(e) => {
+                use std::sync::atomic::{AtomicBool, Ordering};
+                static SAID: AtomicBool = AtomicBool::new(false);
+                if !SAID.swap(true, Ordering::Relaxed) {
+                    pgkit::warn!("unable to reap: waitid: {e}");
+                }
+            }
         }
     }
 

@@ -23,7 +23,9 @@ pub const SLOTS: usize = 8;
 /// A slot's word: the value in the low 32 bits, this bit once it is set.
 const SET: u64 = 1 << 32;
 
-const PAGE: usize = 4096;
+/// The bytes the board needs; the kernel maps (and unmaps) whole pages of
+/// its own size around them (4 KiB, 64 KiB on ppc64el's kernel).
+const PAGE: usize = SLOTS * std::mem::size_of::<AtomicU64>();
 
 /// One shared page of [`SLOTS`] numbers, each unset until written.
 pub struct Board {

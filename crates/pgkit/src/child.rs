@@ -179,10 +179,25 @@ impl Child {
                 Ok(Some(info)) => self.exit = Some(exit_status(&info)),
                 Ok(None) => self.job_looked = true,
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.lost(),
-                Err(_) => {}
+                Err(e) => self.refused(&e),
             }
         }
         self.exit
+    }
+
+    /// `waitid` itself is refused (a seccomp profile's EPERM or ENOSYS, a
+    /// kernel's EINVAL): COMMAND's exit can never be read. Waiting on would
+    /// spin (its pidfd, once it exits, stays readable) or hang; so the tool
+    /// ends as for a status it could not get, 125, with one line. The pid
+    /// stays pinned (not reaped), so COMMAND's group can still be stopped.
+    fn refused(&mut self, e: &io::Error) {
+        crate::warn!(
+            "unable to wait for COMMAND (pid {}): waitid: {}; its exit status is lost",
+            self.pid(),
+            crate::error::describe(e)
+        );
+        self.exit = Some(Status::Exited(crate::error::TOOL_FAILED));
+        self.pidfd = None;
     }
 
     /// COMMAND is no longer our child to wait for: something reaped it

@@ -429,3 +429,41 @@ fn the_vfork_childs_stack_has_a_guard_below_it() {
         );
     }
 }
+
+/// `waitid` refused (strace's fault injection, as a seccomp profile's EPERM
+/// would): COMMAND's exit can never be read. Before, its pidfd stayed
+/// readable and the tool went round its loop without end, at 100 % CPU;
+/// now it ends with 125 and one line naming the call.
+#[test]
+fn a_refused_waitid_ends_the_tool_with_125_not_a_busy_loop() {
+    let test = "faults::a_refused_waitid_ends_the_tool_with_125_not_a_busy_loop";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    for tool in ["pgwrap", "graceful"] {
+        for err in ["ENOSYS", "EPERM", "EINVAL"] {
+            let mut cmd = Command::new("strace");
+            cmd.args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=waitid", "-e"])
+                .arg(format!("inject=waitid:error={err}"))
+                .arg(bin(tool))
+                .args(["--", "sleep", "0.2"]);
+            let out = bounded_output(cmd, Duration::from_secs(30));
+            let stderr = text(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(125),
+                "{tool}, waitid refused with {err}: {:?}, stderr {stderr:?}",
+                out.status
+            );
+            assert_eq!(
+                stderr.lines().count(),
+                1,
+                "{tool}, waitid refused with {err}: not one line: {stderr:?}"
+            );
+            assert!(
+                stderr.contains("waitid"),
+                "{tool}, waitid refused with {err}: the line does not name the call: {stderr:?}"
+            );
+        }
+    }
+}

@@ -61,8 +61,12 @@ pub fn bin(name: &str) -> PathBuf {
 /// Path of a binary of the static build (`scripts/build-static --debug`,
 /// made once per run): what runs in an empty root or a FROM scratch image,
 /// where the default build, linked against the system's glibc, finds no
-/// loader.
+/// loader. PGWRAP_STATIC_DIR names a directory of static tools to take
+/// instead (the VM tier's, from scripts/cross-build, where no build runs).
 pub fn static_bin(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("PGWRAP_STATIC_DIR") {
+        return PathBuf::from(dir).join(name);
+    }
     static DIR: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
     let dir = DIR.get_or_init(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-static");
