@@ -255,9 +255,13 @@ const ALIASES: &[(&str, c_int)] = &[
     ("CLD", libc::SIGCHLD),
 ];
 
+/// Where the tools' realtime names count from (pgkit's `RTMIN`): 34 in every
+/// build, musl's (which names 35 SIGRTMIN) included.
+const RTMIN: c_int = 34;
+
 /// `TERM`, `RTMIN+3`, `RTMAX-1`, ... (no `SIG` prefix); unknown numbers print as digits.
 fn sig_name(sig: c_int) -> String {
-    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    let (min, max) = (RTMIN, libc::SIGRTMAX());
     if (min..=max).contains(&sig) {
         let half = (max - min) / 2;
         let n = sig - min;
@@ -287,7 +291,7 @@ fn sig_from_name(text: &str) -> Option<c_int> {
     if let Some((_, sig)) = NAMES.iter().chain(ALIASES).find(|(n, _)| *n == name) {
         return Some(*sig);
     }
-    let min = libc::SIGRTMIN();
+    let min = RTMIN;
     let (base, rest) = if let Some(rest) = name.strip_prefix("RTMIN") {
         (min, rest)
     } else if let Some(rest) = name.strip_prefix("RTMAX") {

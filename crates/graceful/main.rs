@@ -24,7 +24,7 @@ pgkit::main!(run);
 fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("graceful");
-    let mut config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
+    let mut config = cli::run_or_exit(config::parse(pgkit::args::args_os().skip(1)));
     log::set_verbose(config.verbose);
     // nohup's rule: what the caller left ignored stays ignored.
     let dropped = startup.left_ignored(config.on.union(config.forward), config.named);

@@ -22,7 +22,7 @@ pgkit::main!(run);
 fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("pgwrap");
-    let mut config = cli::run_or_exit(config::parse(std::env::args_os().skip(1)));
+    let mut config = cli::run_or_exit(config::parse(pgkit::args::args_os().skip(1)));
     log::set_verbose(config.verbose);
     // nohup's rule: what the caller left ignored stays ignored.
     let dropped = startup.left_ignored(config.route.caught(), config.named);

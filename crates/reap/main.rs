@@ -33,7 +33,7 @@ const _: fn() -> ! = run;
 fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("reap");
-    let parsed = config::parse(std::env::args_os().skip(1));
+    let parsed = config::parse(pgkit::args::args_os().skip(1));
     if let Ok(cli::Parsed::Version) = parsed {
         docker_init_version();
     }
@@ -119,7 +119,7 @@ fn run() -> ! {
 /// tini's form, which `docker info` parses; see config::docker_init_version.
 fn docker_init_version() {
     use std::io::Write;
-    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let argv0 = pgkit::args::args_os().next().unwrap_or_default();
     if let Some(line) = config::docker_init_version(&argv0) {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());

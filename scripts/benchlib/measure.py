@@ -108,7 +108,8 @@ def startup_one_cpu(t, runs):
 
 
 # The subjects of startup_one_cpu: the floors and our static tools.
-ONE_CPU_STARTUP = ("floor", "floor --fork", "pgwrap", "graceful", "reap")
+ONE_CPU_STARTUP = ("floor", "floor --fork", "floor-musl", "floor-musl --fork", "pgwrap",
+                   "graceful", "reap")
 
 
 def instructions(argv):
@@ -399,7 +400,7 @@ def run(bins, quick, command):
     data["orphans"], ev_orphans = split(orphans, ev)
     data["events"] = {"log_fs": procfs.fs_type(OUT), "idle": ev_mem, "latency": ev_lat,
                       "latency_one_cpu": ev_lat1, "orphans": ev_orphans}
-    data["sizes"] = {k: binary(v[0]) for k, v in t.items() if k != "floor --fork"}
+    data["sizes"] = {k: binary(v[0]) for k, v in t.items() if not k.endswith(" --fork")}
     data["machine"]["load"] = [load0, os.getloadavg()[0]]
     return data
 

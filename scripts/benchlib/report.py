@@ -17,8 +17,8 @@ from . import verdict
 from .chart import chart
 from .setup import log
 from .tools import EVENTS, OURS, is_ours, not_applicable, tool_of
-from .verdict import (STARTUP_FLOOR, fmt_ratio, med, overhead, part_medians, spread,
-                      sum_median)
+from .verdict import (STARTUP_FLOOR, floor_of, fmt_ratio, med, overhead, part_medians,
+                      spread, sum_median)
 
 
 def bold(k):
@@ -80,15 +80,18 @@ def header(d):
     return [
         "# Benchmarks",
         "",
-        "pgwrap, graceful and reap, in both linkages (TOOL: the static build of",
-        "`scripts/build-static`; TOOL-dyn: the dynamically linked build of a plain",
-        "`cargo build --release`), side by side with the tools users would pick",
-        "instead and with the floors: minimal programs built by the benchmark",
-        "(`scripts/bench-c`) that start COMMAND in a new process group, wait for",
-        "it, and do nothing else: `floor` (C, static glibc, `posix_spawn`),",
-        "`floor --fork` (the same from a forked second process: the floor of a",
-        "wrapper made of two processes), `floor-rs` (Rust's std), `floor-musl`",
-        "(the C floor with musl) and `floor-raw` (no C library: raw `vfork`,",
+        "pgwrap, graceful and reap, in three linkages (TOOL: the static musl build",
+        "of `scripts/build-static`, which images carry; TOOL-glibc: its static",
+        "glibc build, `scripts/build-static --glibc`; TOOL-dyn: the dynamically",
+        "linked build of a plain `cargo build --release`), side by side with the",
+        "tools users would pick instead (tini-musl: Debian's tini source built",
+        "with `musl-gcc -static` by the benchmark) and with the floors: minimal",
+        "programs built by the benchmark (`scripts/bench-c`) that start COMMAND",
+        "in a new process group, wait for it, and do nothing else: `floor` (C,",
+        "static glibc, `posix_spawn`), `floor --fork` (the same from a forked",
+        "second process: the floor of a wrapper made of two processes),",
+        "`floor-rs` (Rust's std), `floor-musl` and `floor-musl --fork` (the C",
+        "floor with musl) and `floor-raw` (no C library: raw `vfork`,",
         "`setpgid`, `execve`, `wait4`). Every timed figure is measured",
         "interleaved (A B C A B C ...) in this one run, so drift of the machine",
         "hits all alike; medians unless said otherwise.",
@@ -137,19 +140,21 @@ def against_targets(d):
 
 
 def reported(d):
-    """The dynamic build and the floors, with no target: startup, PSS, size."""
+    """The three linkages and the floors, with no target: startup, PSS, size."""
     st, mem, sz = d["startup"], d["memory"], d["sizes"]
-    floor = overhead(st, "floor")
-    names = [n for tool in OURS for n in (tool, f"{tool}-dyn")]
-    names += ["floor", "floor-musl", "floor-raw", "floor-rs"]
-    L = ["## Reported, no target: the two linkages, and the floors",
+    fname = floor_of(st)
+    floor = overhead(st, fname)
+    names = [n for tool in OURS for n in (tool, f"{tool}-glibc", f"{tool}-dyn")]
+    names += ["floor", "floor --fork", "floor-musl", "floor-musl --fork", "floor-raw",
+              "floor-rs", "tini-musl", "tini-static"]
+    L = ["## Reported, no target: the three linkages, and the floors",
          "",
          "The startup overhead over direct `/bin/true`, PSS summed over the",
          "subject's processes while COMMAND sleeps, and the binary. A dynamic",
          "binary shares the C library's pages with every other process that maps",
          "them, and its PSS counts only its share of them.",
          "",
-         "| subject | startup overhead us | / floor's | PSS KiB | binary KiB | linked |",
+         f"| subject | startup overhead us | / {fname}'s | PSS KiB | binary KiB | linked |",
          "|---|---:|---:|---:|---:|---|"]
     for k in names:
         if k not in st:
@@ -189,6 +194,8 @@ def startup(d):
     base = st["direct"]["median"]
     floor = overhead(st, "floor")
     fork = overhead(st, "floor --fork") if "floor --fork" in st else None
+    musl = overhead(st, "floor-musl") if "floor-musl" in st else None
+    musl_fork = overhead(st, "floor-musl --fork") if "floor-musl --fork" in st else None
     L = [f"## Startup overhead: `TOOL -- /bin/true` against `/bin/true` "
          f"({st['direct']['n']} runs each)",
          "",
@@ -200,7 +207,7 @@ def startup(d):
          "`execve` (`strace -f -c`, less `/bin/true`'s own; the `direct` row is",
          "`/bin/true`'s). Both are the same on every run, whatever the load.",
          "",
-         "| command | median µs | p90 µs | spread µs | overhead µs | overhead / floor's "
+         "| command | median µs | p90 µs | spread µs | overhead µs | overhead / floor's, floor-musl's "
          "| instructions | syscalls |",
          "|---|---:|---:|---:|---:|---:|---:|---:|"]
     no_insn = []
@@ -209,8 +216,11 @@ def startup(d):
         ratio = ""
         if k != "direct":
             ratio = fmt_ratio(ov / floor)
+            if musl:
+                ratio += f", {fmt_ratio(ov / musl)} floor-musl"
             if tool_of(k) == "reap" and fork:
-                ratio += f" ({fmt_ratio(ov / fork)} floor --fork)"
+                ratio += f" ({fmt_ratio(ov / fork)} floor --fork"
+                ratio += f", {fmt_ratio(ov / musl_fork)} floor-musl --fork)" if musl_fork else ")"
         ins, sc = insn.get(k), sysc.get(k)
         if ins is None:
             no_insn.append((k, not_applicable("instructions", k) or "callgrind gave no count"))

@@ -3,12 +3,16 @@
 The anchors and tools from Debian when missing (tini, dumb-init, catatonit,
 hyperfine, gcc, musl-tools, strace, valgrind, binutils for readelf; setsid
 and timeout come with util-linux and coreutils; the static libc for the
-floor), our tools in both linkages (the static build of scripts/build-static
-in target/static/release; the dynamic one, `cargo build --release --bins`
-with crt-static off, in target/release), and the benchmark's own programs
-from scripts/bench-c in target/bench: the floor (static glibc), floor-musl
-(the same C, musl), floor-raw (no C library; x86_64 only), floor-rs and
-sigwatch.
+floor), our tools in three linkages (the static musl build of
+scripts/build-static in target/static/release; its static glibc build,
+--glibc, in target/static-glibc/release; the dynamic one, `cargo build
+--release --bins` with crt-static off, in target/release), and the
+benchmark's own programs in target/bench: from scripts/bench-c the floor
+(static glibc), floor-musl (the same C, musl), floor-raw (no C library;
+x86_64 only), floor-rs and sigwatch; and tini-musl, Debian's tini source
+(`apt-get source tini`, through a deb-src line of the benchmark's own apt
+state in target/bench/apt, so the machine's sources stay as they are)
+built with musl-gcc -static. Its code is downloaded, never committed.
 """
 import os
 import platform
@@ -19,6 +23,7 @@ import sys
 SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(SCRIPTS)
 STATIC = os.path.join(ROOT, "target", "static", "release")
+GLIBC = os.path.join(ROOT, "target", "static-glibc", "release")
 DYN = os.path.join(ROOT, "target", "release")
 OUT = os.path.join(ROOT, "target", "bench")
 
@@ -37,6 +42,13 @@ def install():
     missing = sorted({pkg for cmd, pkg in WANTED.items() if not shutil.which(cmd)})
     if not os.path.exists("/usr/lib/x86_64-linux-gnu/libc.a") and platform.machine() == "x86_64":
         missing.append("libc6-dev")
+    # The static musl build (scripts/build-static) without rustup's musl
+    # target: Debian's Rust, its std's sources, libunwind.
+    for path, pkg in (("/usr/bin/cargo", "cargo-web"), ("/usr/bin/rustc", "rustc-web"),
+                      ("/usr/lib/rustlib/src/rust/library", "rust-web-src"),
+                      ("/usr/lib/llvm-14/lib/libunwind.a", "libunwind-14-dev")):
+        if not os.path.exists(path):
+            missing.append(pkg)
     if not missing:
         return
     log(f"installing {' '.join(missing)}")
@@ -48,11 +60,13 @@ def install():
 
 
 def build_release():
-    """Both linkages: scripts/build-static, and the dynamic build (RUSTFLAGS
-    overrides any crt-static that a cargo config sets)."""
-    log("scripts/build-static")
-    subprocess.run([os.path.join(SCRIPTS, "build-static")], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL)
+    """The three linkages: scripts/build-static (musl), scripts/build-static
+    --glibc, and the dynamic build (RUSTFLAGS overrides any crt-static that a
+    cargo config sets)."""
+    for extra in ([], ["--glibc"]):
+        log(" ".join(["scripts/build-static"] + extra))
+        subprocess.run([os.path.join(SCRIPTS, "build-static")] + extra, cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
     log("cargo build --release --bins (dynamic)")
     env = dict(os.environ, RUSTFLAGS="-C target-feature=-crt-static")
     subprocess.run(["cargo", "build", "--release", "--bins", "--quiet"], cwd=ROOT, env=env,
@@ -86,9 +100,50 @@ def build_helpers():
                     os.path.join(src, "sigwatch.c")], check=True)
 
 
+def build_tini_musl():
+    """target/bench/tini-musl: tini.c of Debian's bookworm source package,
+    with the tiniConfig.h its CMake would write (its two version macros),
+    built as tini-static is (-O2 -static, stripped) but with musl-gcc."""
+    out = os.path.join(OUT, "tini-musl")
+    if os.path.exists(out) or not shutil.which("musl-gcc"):
+        if not os.path.exists(out):
+            log("no musl-gcc (musl-tools): tini-musl not built")
+        return
+    apt = os.path.join(OUT, "apt")
+    parts = os.path.join(apt, "sources.list.d")
+    for d in (parts, os.path.join(apt, "lists", "partial"),
+              os.path.join(apt, "cache", "archives", "partial"), os.path.join(apt, "src")):
+        os.makedirs(d, exist_ok=True)
+    with open(os.path.join(parts, "bookworm-src.sources"), "w") as f:
+        f.write("Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n"
+                "Components: main\n"
+                "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+    empty = os.path.join(apt, "sources.list")
+    open(empty, "w").close()
+    opts = ["-o", f"Dir::Etc::SourceList={empty}", "-o", f"Dir::Etc::SourceParts={parts}",
+            "-o", f"Dir::State::Lists={os.path.join(apt, 'lists')}",
+            "-o", f"Dir::Cache={os.path.join(apt, 'cache')}"]
+    src = os.path.join(apt, "src")
+    log("apt-get source tini (bookworm), for tini-musl")
+    subprocess.run(["apt-get"] + opts + ["update", "-qq"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["apt-get"] + opts + ["source", "--download-only", "tini"], cwd=src,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    orig = [f for f in os.listdir(src) if f.startswith("tini_") and ".orig.tar" in f][0]
+    version = orig[len("tini_"):].split(".orig")[0]
+    subprocess.run(["tar", "xf", orig], cwd=src, check=True)
+    tree = os.path.join(src, f"tini-{version}")
+    with open(os.path.join(tree, "src", "tiniConfig.h"), "w") as f:
+        f.write(f'#define TINI_VERSION "{version}"\n#define TINI_GIT     ""\n')
+    subprocess.run(["musl-gcc", "-static", "-O2", "-std=gnu99", "-D_FORTIFY_SOURCE=2",
+                    "-fstack-protector", "-o", out, os.path.join(tree, "src", "tini.c")],
+                   check=True)
+    subprocess.run(["strip", out], check=True)
+
+
 def setup(skip):
     """Everything before measuring; with `skip` (--no-setup) only the helpers."""
     if not skip:
         install()
         build_release()
     build_helpers()
+    build_tini_musl()

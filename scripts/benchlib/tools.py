@@ -1,11 +1,14 @@
 """Which subjects the benchmark measures, where each runs, and which are ours.
 
 The subjects: the floors (floor, floor --fork, floor-rs, floor-musl,
-floor-raw: scripts/bench-c), the anchors (setsid, timeout, tini -s,
-tini-static -s, dumb-init, catatonit), our three tools in both linkages
-(TOOL: the static build of scripts/build-static, from --bin DIR or
-target/static/release; TOOL-dyn: the dynamically linked one of a plain
-`cargo build --release`, from --bin-dyn DIR or target/release) and, with
+floor-musl --fork, floor-raw: scripts/bench-c), the anchors (setsid,
+timeout, tini -s, tini-static -s, tini-musl -s: Debian's tini source built
+with musl-gcc by the benchmark, dumb-init, catatonit), our three tools in
+three linkages (TOOL: the static musl build of scripts/build-static, from
+--bin DIR or target/static/release; TOOL-glibc: the static glibc build of
+scripts/build-static --glibc, from target/static-glibc/release; TOOL-dyn:
+the dynamically linked one of a plain `cargo build --release`, from
+--bin-dyn DIR or target/release) and, with
 --baseline DIR, their baseline builds as TOOL@base. Besides, the event-log
 variants (TOOL --events, the static build) for the section on --events.
 
@@ -16,15 +19,17 @@ says which and why, for the measuring (which skips them) and the report
 """
 import os
 
-from .setup import DYN, OUT, STATIC
+from .setup import DYN, GLIBC, OUT, STATIC
 
 OURS = ("pgwrap", "graceful", "reap")
-ANCHORS = ("setsid", "timeout", "tini", "tini-static", "dumb-init", "catatonit")
+ANCHORS = ("setsid", "timeout", "tini", "tini-static", "tini-musl", "dumb-init", "catatonit")
 # The anchors that the startup target is set against: the init-like wrappers.
-RIVALS = ("tini", "tini-static", "catatonit", "dumb-init")
-FLOORS = ("floor", "floor --fork", "floor-rs", "floor-musl", "floor-raw")
+RIVALS = ("tini", "tini-static", "tini-musl", "catatonit", "dumb-init")
+FLOORS = ("floor", "floor --fork", "floor-rs", "floor-musl", "floor-musl --fork", "floor-raw")
 # Subreapers outside PID 1 (pgwrap reaps only as PID 1; tini only with -s).
-SUBREAPERS = ("graceful", "reap", "tini", "tini-static", "catatonit")
+SUBREAPERS = ("graceful", "reap", "tini", "tini-static", "tini-musl", "catatonit")
+# The builds of our tools besides the static musl one: TOOL-dyn, TOOL-glibc.
+LINKAGES = ("-dyn", "-glibc")
 EVENTS = " --events"
 
 NOT_APPLICABLE = {
@@ -42,10 +47,13 @@ NOT_APPLICABLE = {
 
 def tool_of(name):
     """Our tool's name for any of its builds and variants, else the name itself:
-    reap, reap-dyn, reap@base and reap --events are all reap."""
+    reap, reap-dyn, reap-glibc, reap@base and reap --events are all reap."""
     name = name.split("@")[0]
     name = name[:-len(EVENTS)] if name.endswith(EVENTS) else name
-    return name[:-4] if name.endswith("-dyn") and name[:-4] in OURS else name
+    for suffix in LINKAGES:
+        if name.endswith(suffix) and name[:-len(suffix)] in OURS:
+            return name[:-len(suffix)]
+    return name
 
 
 def is_ours(name):
@@ -64,17 +72,20 @@ def not_applicable(section, name):
 
 
 class Bins:
-    """Where our binaries come from: `rel` (--bin, the static build), `dyn`
-    (--bin-dyn, the dynamic one) and `baseline` (--baseline) or None."""
+    """Where our binaries come from: `rel` (--bin, the static musl build),
+    `glibc` (the static glibc one), `dyn` (--bin-dyn, the dynamic one) and
+    `baseline` (--baseline) or None."""
 
-    def __init__(self, rel=None, baseline=None, dyn=None):
+    def __init__(self, rel=None, baseline=None, dyn=None, glibc=None):
         self.rel = os.path.abspath(rel) if rel else STATIC
         self.dyn = os.path.abspath(dyn) if dyn else DYN
+        self.glibc = os.path.abspath(glibc) if glibc else GLIBC
         self.baseline = baseline and os.path.abspath(baseline)
 
     def ours(self):
         """Every build of our tools: name -> (tool, path)."""
         out = {name: (name, os.path.join(self.rel, name)) for name in OURS}
+        out.update({f"{name}-glibc": (name, os.path.join(self.glibc, name)) for name in OURS})
         out.update({f"{name}-dyn": (name, os.path.join(self.dyn, name)) for name in OURS})
         if self.baseline:
             out.update({f"{name}@base": (name, os.path.join(self.baseline, name))
@@ -89,11 +100,13 @@ class Bins:
             "floor --fork": [floor, "--fork"],
             "floor-rs": [os.path.join(OUT, "floor-rs")],
             "floor-musl": [os.path.join(OUT, "floor-musl")],
+            "floor-musl --fork": [os.path.join(OUT, "floor-musl"), "--fork"],
             "floor-raw": [os.path.join(OUT, "floor-raw")],
             "setsid": ["/usr/bin/setsid"],
             "timeout": ["/usr/bin/timeout", "1000"],
             "tini": ["/usr/bin/tini", "-s", "--"],
             "tini-static": ["/usr/bin/tini-static", "-s", "--"],
+            "tini-musl": [os.path.join(OUT, "tini-musl"), "-s", "--"],
             "dumb-init": ["/usr/bin/dumb-init"],
             "catatonit": ["/usr/bin/catatonit", "--"],
         }
@@ -104,7 +117,7 @@ class Bins:
         """The subjects for the tree kill, each with its option to stop a whole
         tree where it has one (tini -g, catatonit -g: the child's group)."""
         t = self.tools()
-        for name in ("tini", "tini-static"):
+        for name in ("tini", "tini-static", "tini-musl"):
             if name in t:
                 t[name] = t[name][:2] + ["-g", "--"]
         if "catatonit" in t:
@@ -122,4 +135,4 @@ class Bins:
     def ours_or_base(self, name):
         """Our tool, and with a baseline, its baseline build too: [(name, path)]."""
         return [(n, path) for n, (tool, path) in self.ours().items()
-                if tool == name and not n.endswith("-dyn")]
+                if tool == name and n in (name, f"{name}@base")]

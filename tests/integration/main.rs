@@ -35,6 +35,8 @@ mod inheritance;
 mod packaging;
 /// PID 1 of a PID namespace with and without reap; the static reap alone in an empty root.
 mod pid1;
+/// The static build (musl) images carry: arguments, environment, signals before main.
+mod static_build;
 /// Under real supervisors: systemd, and a CI agent cancelling a job.
 mod supervisors;
 /// reap's sweep: orphans reaped, leftovers (escapees included) stopped then killed.

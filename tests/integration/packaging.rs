@@ -420,7 +420,7 @@ fn the_deb_links_against_glibc_and_depends_on_it_and_the_static_deb_needs_nothin
     );
     assert_eq!((built_using, conflicts), (None, None));
 
-    // pgwrap-suite-static: no interpreter, no library; it names the glibc
+    // pgwrap-suite-static: no interpreter, no library; it names the musl
     // it contains (Built-Using) and takes pgwrap-suite's place.
     let deb = packages().deb_of(Variant::Static);
     let tree = temp_dir("deb-static-linkage");
@@ -438,7 +438,7 @@ fn the_deb_links_against_glibc_and_depends_on_it_and_the_static_deb_needs_nothin
     assert!(
         built_using
             .as_deref()
-            .is_some_and(|b| b.starts_with("glibc (= ")),
+            .is_some_and(|b| b.starts_with("musl (= ")),
         "Built-Using: {built_using:?}"
     );
     assert_eq!(conflicts.as_deref(), Some(PKG));

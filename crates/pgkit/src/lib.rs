@@ -4,6 +4,7 @@
 //!
 //! | module      | owns                                                              |
 //! |-------------|-------------------------------------------------------------------|
+//! | `args`      | the command line, as C `main` received it                         |
 //! | `signal`    | signal names and numbers, signal sets                             |
 //! | `duration`  | `10`, `1.5s`, `250ms`, `2m`, `inf`                                |
 //! | `startup`   | the signal state the tool was started with, and its restoration   |
@@ -66,6 +67,7 @@
 //! This crate is the only place of the suite with `unsafe`; each block says why
 //! it is sound in a `// SAFETY:` line.
 
+pub mod args;
 pub mod board;
 pub mod cgroup;
 pub mod child;
@@ -117,9 +119,17 @@ pub(crate) fn typed_pid(raw: i32) -> Option<rustix::process::Pid> {
 /// reopen a closed stdin, stdout or stderr on `/dev/null` (COMMAND would then
 /// inherit descriptors its caller never gave it), set SIGPIPE to ignored, and
 /// read `/proc/self/maps` to place a stack guard: work that costs each start
-/// tens of microseconds and changes what COMMAND inherits. Arguments and the
-/// environment still come through `std::env`, which glibc fills in before
-/// `main`.
+/// tens of microseconds and changes what COMMAND inherits.
+///
+/// Nothing here leans on what one C library alone does before `main`:
+/// - the arguments are `main`'s own `argc` and `argv`, kept for
+///   [`args::args_os`]: `std::env::args_os` is filled before `main` only
+///   by glibc (which hands `argc`, `argv`, `envp` to `.init_array`
+///   functions; musl calls them with none), so under musl it is empty;
+/// - the start-up hook takes no arguments, for the same reason;
+/// - the environment is POSIX's `environ` (read by `getenv`, so by
+///   `std::env::var_os`, and by [`spawn`]), which glibc and musl both set
+///   before the `.init_array` functions run.
 ///
 /// The macro also places the tool's start-up hook
 /// ([`startup::capture_and_block`]) in the binary's `.init_array`, so it runs
@@ -136,10 +146,13 @@ macro_rules! main {
 
         #[cfg(not(test))]
         #[no_mangle]
-        pub extern "C" fn main(
-            _argc: ::std::os::raw::c_int,
-            _argv: *const *const ::std::os::raw::c_char,
+        extern "C" fn main(
+            argc: ::std::os::raw::c_int,
+            argv: *const *const ::std::os::raw::c_char,
         ) -> ::std::os::raw::c_int {
+            // SAFETY: `argc` and `argv` are C `main`'s, as the C library
+            // passes them: valid, and never changed by the tools.
+            unsafe { $crate::args::from_main(argc, argv) };
             $run()
         }
         #[cfg(test)]

@@ -1,13 +1,15 @@
 //! Signal numbers: parsing (`TERM`, `SIGTERM`, `term`, `15`, `RTMIN+3`),
 //! printing (`TERM`, `RTMIN+3`: never with `SIG`), and sets of signals.
 //!
-//! Realtime signals are computed at run time from `SIGRTMIN()`/`SIGRTMAX()`:
-//! the C library reserves the first few (32 and 33 with glibc) and starts its
-//! `RTMIN` after them, so names are never hard-coded. The reserved ones are
-//! signals all the same: any process may send them, so the tools catch,
-//! forward, drop and re-raise them like any other realtime signal (through
-//! [`crate::sigraw`], since the C library's calls refuse them), and print
-//! them by number.
+//! Realtime signals are named from `RTMIN` ([`rtmin`]: 34, in every build)
+//! and `RTMAX` (`SIGRTMAX()`). The C library reserves the first few of the
+//! kernel's (32 and 33 with glibc, 32 to 34 with musl) and starts its own
+//! `RTMIN` after them; the tools keep glibc's 34 whatever they are linked
+//! with, so `RTMIN+3` is one signal in the dynamic and the static build. The
+//! reserved ones are signals all the same: any process may send them, so the
+//! tools catch, forward, drop and re-raise them like any other realtime
+//! signal (through [`crate::sigraw`], since the C library's calls refuse
+//! them), and print them by number.
 
 use std::fmt;
 use std::io;
@@ -56,9 +58,17 @@ const NAMES: &[(&str, i32)] = &[
     ("SYS", libc::SIGSYS),
 ];
 
-/// The first realtime signal the C library leaves to programs.
+/// The signal the tools name `RTMIN`: 34 in every build. glibc reserves the
+/// kernel's 32 and 33 and names 34 `SIGRTMIN`, and so do the programs that
+/// hand these names to the tools (systemd's `SIGRTMIN+3`, 37, Docker's
+/// `STOPSIGNAL`, Debian's `kill -l`). musl reserves 34 as well and names 35
+/// `SIGRTMIN`: asking the C library would make `RTMIN+3` another signal in
+/// the static (musl) build than in the dynamic one.
+pub const RTMIN: i32 = 34;
+
+/// The first realtime signal a name counts from ([`RTMIN`]).
 pub fn rtmin() -> i32 {
-    libc::SIGRTMIN()
+    RTMIN
 }
 
 /// The last realtime signal.
@@ -369,6 +379,13 @@ mod tests {
         assert_eq!(Signal::parse("IOT"), Signal::parse("ABRT"));
         assert_eq!(Signal::parse("CLD"), Ok(Signal::CHLD));
         assert_eq!(Signal::parse("9"), Ok(Signal::KILL));
+    }
+
+    #[test]
+    fn rtmin_is_glibcs_in_every_build() {
+        // systemd's SIGRTMIN+3 (halt), as Docker's STOPSIGNAL names it.
+        assert_eq!(Signal::parse("SIGRTMIN+3").unwrap().raw(), 37);
+        assert_eq!(Signal::from_raw(34).unwrap().to_string(), "RTMIN");
     }
 
     #[test]

@@ -41,7 +41,15 @@ pub fn said<'a>(line: &'a str, tool: &str) -> Option<&'a str> {
 }
 
 /// Path of a binary of this package (`pgwrap`, `graceful`, `reap`, `sigprobe`).
+///
+/// With `PGWRAP_TEST_STATIC=1` (`scripts/check --static`) the three tools
+/// are those of the static build ([`static_bin`]: musl), so the same tests
+/// run against the binaries images carry; the test helpers stay the default
+/// build's.
 pub fn bin(name: &str) -> PathBuf {
+    if matches!(name, "pgwrap" | "graceful" | "reap") && static_pass() {
+        return static_bin(name);
+    }
     let from_cargo = match name {
         "pgwrap" => option_env!("CARGO_BIN_EXE_pgwrap"),
         "graceful" => option_env!("CARGO_BIN_EXE_graceful"),
@@ -56,6 +64,11 @@ pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let deps = exe.parent().expect("test binary has a parent directory");
     deps.join("..").join(name)
+}
+
+/// The tools under test are the static build's (`PGWRAP_TEST_STATIC=1`).
+pub fn static_pass() -> bool {
+    std::env::var_os("PGWRAP_TEST_STATIC").is_some_and(|v| v == "1")
 }
 
 /// Path of a binary of the static build (`scripts/build-static --debug`,
