@@ -13,6 +13,8 @@
 //!
 //! Modes and flags:
 //!
+//! * `--notify TEXT`: send TEXT as one datagram to `$NOTIFY_SOCKET` (a path) and exit 0 at
+//!   once (exit 1 if it could not be sent): the shortest-lived notification sender there is.
 //! * `--status`: before touching any signal state, print the `SigBlk:`, `SigIgn:` and `SigCgt:`
 //!   lines of /proc/self/status verbatim, then `fds=0,1,2,...` (the open fds), and exit 0.
 //! * probe mode (default):
@@ -58,6 +60,9 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
         let arg = unsafe { CStr::from_ptr(*argv.add(i)) };
         args.push(arg.to_string_lossy().into_owned());
     }
+    if args.len() == 2 && args[0] == "--notify" {
+        return notify_mode(&args[1]);
+    }
     match parse_args(&args) {
         Ok(Mode::Status) => status_mode(),
         Ok(Mode::Probe(opts)) => probe_mode(&opts),
@@ -68,6 +73,23 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
                  [--exit-code N] [--fork N] [--escape N] [--read] [--sleep-ms N] [--env PREFIX]",
             );
             2
+        }
+    }
+}
+
+/// `--notify TEXT`: one datagram to `$NOTIFY_SOCKET`, then exit.
+fn notify_mode(text: &str) -> c_int {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        err_line("sigprobe: --notify: NOTIFY_SOCKET is not set");
+        return 1;
+    };
+    let sent =
+        std::os::unix::net::UnixDatagram::unbound().and_then(|s| s.send_to(text.as_bytes(), &path));
+    match sent {
+        Ok(_) => 0,
+        Err(e) => {
+            err_line(&format!("sigprobe: --notify: {e}"));
+            1
         }
     }
 }

@@ -630,3 +630,111 @@ fn own_pid_variables_are_rewritten_and_kept_from_the_cleanup() {
     run.expect_line("listen_pid=12345", Duration::from_secs(10));
     run.wait_exit(Duration::from_secs(10));
 }
+
+/// How many starts [`no_message_of_a_sender_that_exited_at_once_is_lost`]
+/// makes per tool: `PGWRAP_NOTIFY_STARTS`, else 200 (the suite's share;
+/// `PGWRAP_NOTIFY_STARTS=1000` for the full count).
+fn starts() -> usize {
+    std::env::var("PGWRAP_NOTIFY_STARTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(200)
+}
+
+/// Every message waiting on `upstream` now (it does not wait).
+fn drain(upstream: &UnixDatagram) -> Vec<String> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = upstream.recv(&mut buf) {
+        got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    got
+}
+
+/// A sender that exits at once, reaped by COMMAND (a shell) before the
+/// tool reads its datagram: `TOOL -- sh -c 'sigprobe --notify STATUS=I'`,
+/// many times per tool. Every message reaches the service manager.
+#[test]
+fn no_message_of_a_sender_that_exited_at_once_is_lost() {
+    let dir = crate::kit::temp_dir("notify-short");
+    let path = dir.join("notify");
+    let upstream = UnixDatagram::bind(&path).unwrap();
+    upstream.set_nonblocking(true).unwrap();
+    let n = starts();
+    let mut report = Vec::new();
+    for tool in TOOLS {
+        let began = std::time::Instant::now();
+        let mut lost = Vec::new();
+        for i in 0..n {
+            let mut run = Run::new(bin(tool))
+                .args(["--", "sh", "-c", "\"$0\" --notify \"STATUS=$1\"; exit 0"])
+                .arg(bin("sigprobe"))
+                .arg(i.to_string())
+                .env("NOTIFY_SOCKET", &path)
+                .spawn();
+            assert_eq!(
+                run.wait_exit(Duration::from_secs(30)).code(),
+                Some(0),
+                "{tool}"
+            );
+            // The tool relays what COMMAND's tree said before it exits.
+            let got = drain(&upstream);
+            if got != [format!("STATUS={i}\n")] {
+                lost.push((i, got));
+            }
+        }
+        let took = began.elapsed();
+        eprintln!(
+            "{tool}: {n} starts, {} lost, {:.1} s",
+            lost.len(),
+            took.as_secs_f64()
+        );
+        report.push(format!("{tool}: {} of {n} lost", lost.len()));
+        if !lost.is_empty() {
+            report.push(format!("  first: {:?}", &lost[..lost.len().min(3)]));
+        }
+    }
+    assert!(
+        report.iter().all(|l| l.contains(": 0 of")),
+        "{}",
+        report.join("\n")
+    );
+}
+
+/// COMMAND becomes another user (`setpriv` to nobody) before it speaks:
+/// the socket is writable whatever user COMMAND's tree becomes, as
+/// systemd's own is.
+#[test]
+fn a_command_that_becomes_nobody_reaches_the_relay() {
+    let test = "supervisors::notify::a_command_that_becomes_nobody_reaches_the_relay";
+    if let Some(why) =
+        crate::skip::needs_root().or_else(|| crate::skip::needs_program("setpriv", "util-linux"))
+    {
+        return crate::skip::skip(test, &why);
+    }
+    let dir = crate::kit::temp_dir("notify-nobody");
+    let path = dir.join("notify");
+    let upstream = UnixDatagram::bind(&path).unwrap();
+    upstream.set_nonblocking(true).unwrap();
+    for tool in TOOLS {
+        let mut run = Run::new(bin(tool))
+            .args([
+                "--",
+                "setpriv",
+                "--reuid=nobody",
+                "--regid=nogroup",
+                "--clear-groups",
+                "--",
+            ])
+            .arg(bin("sigprobe"))
+            .args(["--notify", "READY=1"])
+            .env("NOTIFY_SOCKET", &path)
+            .stderr_piped()
+            .spawn();
+        let status = run.wait_exit(Duration::from_secs(30));
+        let err = run.stderr_all();
+        assert_eq!(status.code(), Some(0), "{tool}: {err}");
+        assert_eq!(drain(&upstream), ["READY=1\n"], "{tool}: {err}");
+    }
+}
