@@ -738,3 +738,67 @@ fn a_command_that_becomes_nobody_reaches_the_relay() {
         assert_eq!(drain(&upstream), ["READY=1\n"], "{tool}: {err}");
     }
 }
+
+/// `systemd-notify --ready` sends `READY=1`, then `BARRIER=1` with the
+/// write end of a pipe and waits until every copy of it is closed: the
+/// relay sends on what came before, then releases the barrier on purpose,
+/// and `-v` reports no dropped message.
+#[test]
+fn systemd_notify_barrier_is_released_after_what_came_before() {
+    let test = "supervisors::notify::systemd_notify_barrier_is_released_after_what_came_before";
+    if let Some(why) = crate::skip::needs_program("systemd-notify", "systemd") {
+        return crate::skip::skip(test, &why);
+    }
+    let dir = crate::kit::temp_dir("notify-barrier");
+    let path = dir.join("notify");
+    let upstream = UnixDatagram::bind(&path).unwrap();
+    upstream.set_nonblocking(true).unwrap();
+    for tool in TOOLS {
+        let mut run = Run::new(bin(tool))
+            .args(["-v", "--", "systemd-notify", "--ready", "--status=up"])
+            .env("NOTIFY_SOCKET", &path)
+            .stderr_piped()
+            .spawn();
+        let status = run.wait_exit(Duration::from_secs(30));
+        let err = run.stderr_all();
+        assert_eq!(status.code(), Some(0), "{tool}: {err}");
+        assert_eq!(drain(&upstream), ["READY=1\nSTATUS=up\n"], "{tool}: {err}");
+        assert!(!err.contains("dropped"), "{tool}: {err}");
+        assert!(err.contains("barrier released"), "{tool}: {err}");
+    }
+}
+
+/// reap's front SIGKILLed: the back, which knows the relay's socket,
+/// removes it and its directory.
+#[test]
+fn reap_back_removes_the_relay_directory_when_the_front_is_killed() {
+    let dir = crate::kit::temp_dir("notify-front-killed");
+    let path = dir.join("notify");
+    let _upstream = UnixDatagram::bind(&path).unwrap();
+    let mut run = Run::new(bin("reap"))
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo \"sock=$NOTIFY_SOCKET\"; exec sleep 100",
+        ])
+        .env("NOTIFY_SOCKET", &path)
+        .spawn();
+    let line = run.expect_line("sock=", Duration::from_secs(10));
+    let sock = std::path::PathBuf::from(line.trim().strip_prefix("sock=").unwrap());
+    let relay_dir = sock.parent().unwrap().to_path_buf();
+    assert!(sock.exists() && relay_dir.is_dir(), "{line}");
+    let back = procfs::children_of(run.pid());
+    assert_eq!(back.len(), 1, "reap's back: {back:?}");
+    run.signal(libc::SIGKILL);
+    run.wait_exit(Duration::from_secs(10));
+    procfs::wait_until("reap's back ended", super::PATIENCE, || {
+        !procfs::alive(back[0])
+    });
+    let left = relay_dir.exists();
+    if left {
+        let _ = std::fs::remove_file(&sock);
+        let _ = std::fs::remove_dir(&relay_dir);
+    }
+    assert!(!left, "{} left behind", relay_dir.display());
+}
