@@ -66,6 +66,8 @@ fn run() -> ! {
     let mut relay = notify::open();
     let service = notify::Service::new(relay.as_ref());
 
+    // The back's note of the front's socket, to remove if the front is killed.
+    let mut leftover = None;
     let (link, to_front, signals) = if reap::is_pid1() {
         verbose!("running as PID 1: reaping every orphan of the namespace");
         (None, None, None)
@@ -94,9 +96,10 @@ fn run() -> ! {
                 exit::exit_code(pgkit::error::TOOL_FAILED)
             }
             Split::Back(link, mut to_front, signals) => {
-                // The front relays; this copy only passes the path on.
+                // The front relays; this copy only passes the path on, and
+                // removes the socket if the front is killed.
                 to_front.relays = relay.is_some();
-                drop(relay.take().map(notify::Relay::disown));
+                leftover = relay.take().map(notify::Relay::disown);
                 reap::become_subreaper()
                     .unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
                 (Some(link), Some(to_front), Some(signals))
@@ -106,7 +109,9 @@ fn run() -> ! {
     let signals = signals.unwrap_or_else(|| {
         SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit())
     });
-    let inbox = Inbox::new(signals, link).with_relay(relay);
+    let inbox = Inbox::new(signals, link)
+        .with_relay(relay)
+        .with_leftover(leftover);
     let terminal = Terminal::new(handed_over, config.foreground, to_front.clone());
     let status = Back::new(&config, &startup, inbox, terminal, handed_over, to_front)
         .with_service(service)

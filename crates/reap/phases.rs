@@ -23,7 +23,7 @@ use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
 use pgkit::child::Job;
-use pgkit::notify::{Relay, Service};
+use pgkit::notify::{Leftover, Relay, Service};
 use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
@@ -50,6 +50,8 @@ pub struct Inbox {
     /// COMMAND's notification socket, where this process relays it (the
     /// front, or reap as PID 1).
     relay: Option<Relay>,
+    /// The front's socket, removed here if the front is lost.
+    leftover: Option<Leftover>,
 }
 
 impl Inbox {
@@ -61,7 +63,14 @@ impl Inbox {
             front_ready: true,
             extra_ready: true,
             relay: None,
+            leftover: None,
         }
+    }
+
+    /// The socket the front relays, to remove if the front is lost.
+    pub fn with_leftover(mut self, leftover: Option<Leftover>) -> Inbox {
+        self.leftover = leftover;
+        self
     }
 
     /// Relay COMMAND's notifications too (see pgkit's `notify`).
@@ -101,6 +110,10 @@ impl Inbox {
             if got.lost {
                 events.push(Event::FrontLost);
                 self.front = None;
+                // Nobody relays any more: the socket and its directory go.
+                if let Some(leftover) = self.leftover.take() {
+                    leftover.remove();
+                }
             }
         }
         events

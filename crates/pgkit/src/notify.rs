@@ -12,16 +12,34 @@
 //! `KillMode=mixed` keeps sending the stop signal to the tool). In a chain,
 //! the inner tool's relay sends to the outer one's, which sends to systemd.
 //!
-//! Only processes of the tool's own tree may speak for the service: the
-//! sender's pid comes with each message (`SCM_CREDENTIALS`) and must be a
-//! descendant of the tool. The socket lives in a directory of its own,
-//! removed with it when the tool exits; it is close-on-exec, so neither
-//! COMMAND nor the cleanup inherits it.
+//! Who may speak for the service: whoever can reach the socket, and only
+//! COMMAND's tree knows where it is. The socket lives in a directory of the
+//! tool's own, searchable by all but listable by nobody else (0711), under a
+//! name of 128 random bits that only `NOTIFY_SOCKET` in COMMAND's
+//! environment holds; the socket itself is writable by all (0777, as
+//! systemd's own), so COMMAND reaches it whatever user it becomes
+//! (`setpriv`, `gosu`, `runuser`). That is systemd's `NotifyAccess=all`
+//! fenced by a secret instead of a control group, and it has no race: the
+//! sender is never looked up, so a sender that exited at once (and was
+//! reaped before the datagram was read) is heard like any other. What is
+//! refused is refused by its content alone: a message over 4096 bytes,
+//! descriptors without `FDSTORE=1`; `MAINPID=` is taken out. A process that
+//! can read COMMAND's environment (root, or COMMAND's own user, who could
+//! as well ptrace it) can speak for it, as it could under systemd.
+//!
+//! `BARRIER=1` (`sd_notify_barrier`, `systemd-notify --ready`) comes with the
+//! write end of a pipe the sender waits on: every message before it was
+//! sent on already (in order, each `sendmsg` done before the next read), so
+//! the relay releases the barrier by closing its copy, and sends nothing
+//! (systemd drops the rest of a message that holds `BARRIER=1` too).
+//!
+//! The directory goes with the socket when the tool exits; reap's back
+//! removes them if its front, which relays, is killed ([`Leftover`]). The
+//! socket is close-on-exec, so neither COMMAND nor the cleanup inherits it.
 //!
 //! No wake-up while nothing happens: the socket is one more descriptor of
 //! the tool's one blocking wait.
 
-use crate::procfs;
 use rustix::net::{
     recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
     SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
@@ -66,6 +84,8 @@ pub enum Verdict {
     Empty,
     /// Dropped, with the reason for `-v`.
     Drop(&'static str),
+    /// A barrier: release it (close its descriptor), send nothing.
+    Barrier,
 }
 
 /// Decide what to do with one message: `text` as received, `fds` how many
@@ -76,6 +96,9 @@ pub fn judge(text: &[u8], fds: usize, truncated: bool) -> Verdict {
         return Verdict::Drop("over the 4096-byte datagram limit");
     }
     let lines = || text.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+    if lines().any(|l| l == b"BARRIER=1") {
+        return Verdict::Barrier;
+    }
     if fds > 0 && !lines().any(|l| l == b"FDSTORE=1") {
         return Verdict::Drop("descriptors without FDSTORE=1");
     }
@@ -129,20 +152,24 @@ impl Relay {
                 crate::error::describe(&e)
             )
         })?;
-        let path = dir.join("notify");
-        let own = UnixDatagram::bind(&path)
-            .and_then(|s| {
+        let own = secret_name()
+            .map(|name| dir.join(name))
+            .and_then(|path| {
+                let s = UnixDatagram::bind(&path)?;
+                // Writable by whatever user COMMAND becomes; bind's mode
+                // went through the umask.
+                rustix::fs::chmod(&path, rustix::fs::Mode::from_raw_mode(0o777))?;
                 s.set_nonblocking(true)?;
-                rustix::net::sockopt::set_socket_passcred(&s, true)?;
-                Ok(s)
+                Ok((s, path))
             })
             .map_err(|e| {
-                let _ = std::fs::remove_dir(&dir);
+                let _ = std::fs::remove_dir_all(&dir);
                 format!(
                     "unable to make a notification socket for COMMAND ({}): COMMAND runs without it",
                     crate::error::describe(&e)
                 )
             })?;
+        let (own, path) = own;
         Ok(Relay {
             own,
             dir,
@@ -161,10 +188,14 @@ impl Relay {
     /// Close this copy of the relay's sockets without removing the socket
     /// file: for the second process of a tool that forked after opening the
     /// relay (reap's back), which passes the path on and never reads. The
-    /// process that keeps the relay removes the file.
-    pub fn disown(mut self) -> OsString {
+    /// process that keeps the relay removes the file; if it is killed, the
+    /// one that disowned it removes it ([`Leftover::remove`]).
+    pub fn disown(mut self) -> Leftover {
         self.owner = false;
-        self.socket_path()
+        Leftover {
+            path: self.path.clone(),
+            dir: self.dir.clone(),
+        }
     }
 
     /// Send `text` (e.g. `STOPPING=1`) to the service manager ourselves.
@@ -177,10 +208,7 @@ impl Relay {
     /// Relay every message waiting on the socket; never blocks.
     pub fn relay(&mut self) {
         let mut buf = vec![0u8; MAX_MESSAGE + 1];
-        let mut space = vec![
-            MaybeUninit::<u8>::uninit();
-            rustix::cmsg_space!(ScmRights(MAX_FDS), ScmCredentials(1))
-        ];
+        let mut space = vec![MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         loop {
             let mut control = RecvAncillaryBuffer::new(&mut space);
             let got = recvmsg(
@@ -195,35 +223,22 @@ impl Relay {
                 Err(_) => return,
             };
             let mut fds: Vec<OwnedFd> = Vec::new();
-            let mut sender = None;
             for msg in control.drain() {
-                match msg {
-                    RecvAncillaryMessage::ScmRights(received) => fds.extend(received),
-                    RecvAncillaryMessage::ScmCredentials(cred) => {
-                        sender = Some(cred.pid.as_raw_nonzero().get())
-                    }
-                    _ => {}
+                if let RecvAncillaryMessage::ScmRights(received) = msg {
+                    fds.extend(received);
                 }
             }
             let truncated = got.flags.contains(ReturnFlags::TRUNC)
                 || got.flags.contains(ReturnFlags::CTRUNC)
                 || got.bytes > MAX_MESSAGE;
             let text = &buf[..got.bytes.min(MAX_MESSAGE)];
-            self.one(text, sender, &fds, truncated);
+            self.one(text, &fds, truncated);
             // The received descriptors are closed here: systemd holds its
             // own copies of what it keeps.
         }
     }
 
-    fn one(&mut self, text: &[u8], sender: Option<i32>, fds: &[OwnedFd], truncated: bool) {
-        if !sender.is_some_and(from_our_tree) {
-            self.dropped += 1;
-            crate::verbose!(
-                "notification from pid {} dropped: not a process of COMMAND's tree",
-                sender.unwrap_or(0)
-            );
-            return;
-        }
+    fn one(&mut self, text: &[u8], fds: &[OwnedFd], truncated: bool) {
         let out = match judge(text, fds.len(), truncated) {
             Verdict::Relay(out) => out,
             Verdict::Empty => {
@@ -235,6 +250,18 @@ impl Relay {
             Verdict::Drop(why) => {
                 self.dropped += 1;
                 crate::verbose!("notification dropped: {why}");
+                return;
+            }
+            Verdict::Barrier => {
+                // Closed by the caller, with the other descriptors received.
+                if fds.len() == 1 {
+                    crate::verbose!("notification BARRIER=1: barrier released");
+                } else {
+                    crate::verbose!(
+                        "notification BARRIER=1 with {} descriptors, not 1: barrier released",
+                        fds.len()
+                    );
+                }
                 return;
             }
         };
@@ -278,6 +305,27 @@ impl Drop for Relay {
         }
         let _ = std::fs::remove_file(&self.path);
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The socket and directory of a relay another process keeps (reap's
+/// front), for the process that disowned its copy (reap's back).
+#[derive(Debug)]
+pub struct Leftover {
+    path: PathBuf,
+    dir: PathBuf,
+}
+
+impl Leftover {
+    /// The keeper is gone (killed): nobody relays any more, remove both.
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+
+    /// COMMAND's `NOTIFY_SOCKET`.
+    pub fn socket_path(&self) -> OsString {
+        self.path.clone().into_os_string()
     }
 }
 
@@ -415,10 +463,11 @@ impl Service {
 }
 
 /// A new directory for the socket: under `$RUNTIME_DIRECTORY` (systemd's
-/// `RuntimeDirectory=`), else the temporary directory; readable by all, so a
-/// COMMAND that changes user can still reach the socket.
+/// `RuntimeDirectory=`), else the temporary directory; 0711 whatever the
+/// umask: any user can reach a socket in it by name, nobody else can list
+/// it.
 fn private_dir() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let base = std::env::var_os("RUNTIME_DIRECTORY")
         .and_then(|v| {
             // RuntimeDirectory= may list several, separated by ':'.
@@ -433,33 +482,40 @@ fn private_dir() -> std::io::Result<PathBuf> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
         let dir = base.join(format!("pgwrap-notify.{pid}.{nanos:x}{n}"));
-        match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
-            Ok(()) => return Ok(dir),
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {
+                if let Err(e) =
+                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
+                {
+                    let _ = std::fs::remove_dir(&dir);
+                    return Err(e);
+                }
+                return Ok(dir);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 16 => n += 1,
             Err(e) => return Err(e),
         }
     }
 }
 
-/// Whether `pid` is this process or one of its descendants (its chain of
-/// parents reaches us). Without a usable `/proc` nobody can be told apart:
-/// the message is taken.
-fn from_our_tree(pid: i32) -> bool {
-    let me = std::process::id() as i32;
-    if !procfs::usable() {
-        return true;
-    }
-    let mut at = pid;
-    for _ in 0..256 {
-        if at == me {
-            return true;
+/// The socket's name: 128 random bits, in hex (the secret that keeps
+/// strangers out; see the module's text).
+fn secret_name() -> std::io::Result<String> {
+    let mut bits = [0u8; 16];
+    let mut filled = 0;
+    while filled < bits.len() {
+        match rustix::rand::getrandom(&mut bits[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => {
+                // No getrandom (seccomp, very old kernel): the device.
+                use std::io::Read;
+                std::fs::File::open("/dev/urandom")?.read_exact(&mut bits)?;
+                filled = bits.len();
+            }
         }
-        match procfs::stat(at) {
-            Some(p) if p.ppid > 0 => at = p.ppid,
-            _ => return false,
-        }
     }
-    false
+    Ok(bits.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]
@@ -483,6 +539,8 @@ mod tests {
             Verdict::Relay(_)
         ));
         assert!(matches!(judge(b"READY=1", 0, true), Verdict::Drop(_)));
+        assert_eq!(judge(b"BARRIER=1", 1, false), Verdict::Barrier);
+        assert_eq!(judge(b"BARRIER=1\nREADY=1", 0, false), Verdict::Barrier);
         assert!(matches!(
             judge(&vec![b'x'; MAX_MESSAGE + 1], 0, false),
             Verdict::Drop(_)
@@ -546,6 +604,13 @@ mod tests {
         let n = upstream.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1\n");
         let path = relay.path.clone();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &std::path::Path| p.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&path), 0o777);
+            assert_eq!(mode(path.parent().unwrap()), 0o711);
+            assert_eq!(path.file_name().unwrap().len(), 32);
+        }
         drop(relay);
         assert!(!path.exists());
         let _ = std::fs::remove_file(&upstream_path);
