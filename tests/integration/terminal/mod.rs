@@ -10,6 +10,8 @@ mod graceful;
 pub mod job_control;
 /// The terminal matrix: each tool × mode × action, against the man pages' TERMINAL tables.
 mod matrix;
+/// Inside a PID namespace whose terminal's foreground group is outside it.
+mod namespace;
 /// reap on a terminal: hand-over and job control across the split.
 mod reap;
 
