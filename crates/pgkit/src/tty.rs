@@ -4,9 +4,9 @@
 //! The tool keeps SIGTTOU blocked, so `tcsetpgrp` from a background group
 //! succeeds instead of stopping the tool.
 
-use rustix::process::{getpid, Pid};
+use rustix::process::getpid;
 use rustix::stdio::stdin;
-use rustix::termios::{isatty, tcgetpgrp, tcsetpgrp};
+use rustix::termios::{isatty, tcsetpgrp};
 
 /// Whether COMMAND gets the terminal (`--foreground`, `--no-foreground`,
 /// or neither).
@@ -52,13 +52,48 @@ pub fn is_tty() -> bool {
 
 /// Whether stdin is a terminal and this process's group is its foreground
 /// group (the case in which tini and the `auto` default hand it over).
+///
+/// Inside a PID namespace whose terminal's foreground group lies outside
+/// it, the foreground group and (if it lies outside too) our own read 0:
+/// two zeros say nothing, so the kernel is asked instead ([`may_read`]).
 pub fn we_are_foreground() -> bool {
-    is_tty() && tcgetpgrp(stdin()).is_ok_and(|pgid| pgid.as_raw_pid() == own_group())
+    if !is_tty() {
+        return false;
+    }
+    match (foreground_raw(), own_group()) {
+        (Some(fg), own) if fg > 0 => fg == own,
+        (Some(0), 0) => may_read(),
+        _ => false,
+    }
 }
 
-/// The terminal's foreground group, if stdin is a terminal.
+/// The terminal's foreground group, if stdin is our controlling terminal
+/// and the group is visible in our PID namespace.
 pub fn foreground_group() -> Option<i32> {
-    tcgetpgrp(stdin()).ok().map(Pid::as_raw_pid)
+    foreground_raw().filter(|&pgid| pgid > 0)
+}
+
+/// The terminal's foreground group as our PID namespace numbers it: 0 when
+/// it lies outside; `None` when stdin is not our controlling terminal.
+fn foreground_raw() -> Option<i32> {
+    // libc's, not rustix's: rustix's turns the 0 into an error.
+    // SAFETY: tcgetpgrp on descriptor 0 is one ioctl that writes an int the
+    // call owns; a descriptor that is not a terminal only fails.
+    let pgid = unsafe { libc::tcgetpgrp(0) };
+    (pgid >= 0).then_some(pgid)
+}
+
+/// Whether the kernel lets this process's group read the terminal on stdin
+/// (our controlling terminal): a read of zero bytes with SIGTTIN blocked
+/// returns 0 to the foreground group and fails with EIO for any other (the
+/// kernel compares the groups themselves, not their numbers). Nothing is
+/// read, nothing is sent.
+fn may_read() -> bool {
+    use crate::{SigSet, Signal};
+    let old = crate::sigraw::block(SigSet::of(&[Signal::TTIN]));
+    let got = rustix::io::read(stdin(), &mut [0u8; 0]);
+    crate::sigraw::set_mask(old);
+    got.is_ok()
 }
 
 /// Make `pgid` the foreground group of the terminal on stdin.

@@ -84,10 +84,11 @@ fn background_job_inside_a_pid_namespace_leaves_the_terminal() {
         ("reap", "--foreground"),
         ("graceful", "--foreground"),
     ] {
-        // perl puts unshare in a group of its own, in the background.
+        // perl puts unshare in a group of its own, in the background; the
+        // terminal on its stdin (sh gives & /dev/null).
         let inner = format!(
             "perl -e 'setpgrp(0,0); exec @ARGV' unshare --pid --fork --mount-proc {} {mode} \
-             -- sleep 3 & read x; echo shell-read=\\$x; wait",
+             -- sleep 3 < /dev/tty & sleep 2; read x; echo shell-read=\\$x; wait",
             bin(tool).display()
         );
         let out = on_a_terminal(&inner, "typed\\n");
