@@ -400,8 +400,11 @@ impl Front {
                     STOPPED => match Signal::from_raw(value) {
                         Some(sig) if follow => {
                             verbose!("COMMAND stopped by {sig}; stopping too");
-                            tty::stop_self(sig);
-                            stopped = true;
+                            // A read or write in the background, in an
+                            // orphaned group (the stop discarded): COMMAND
+                            // stays stopped, or it would stop again at once.
+                            let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
+                            stopped |= tty::stop_self(sig) || !background_io;
                         }
                         _ => {}
                     },

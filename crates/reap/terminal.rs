@@ -7,7 +7,9 @@
 //! and asks the front to stop the same way; the shell sees its job stopped.
 //! When the shell continues the job (`fg`, `bg`), the front tells the back,
 //! which hands the terminal to COMMAND again if the front's group has it
-//! (`fg`) and continues COMMAND's group. As PID 1 there is no front: pgkit's
+//! (`fg`) and continues COMMAND's group. With `--foreground`, a COMMAND of a
+//! background job stopped by TTIN or TTOU stops the front the same way, and
+//! `fg` hands the terminal over. As PID 1 there is no front: pgkit's
 //! [`JobControl`] rules apply as in pgwrap.
 
 use crate::guardian::ToFront;
@@ -37,7 +39,19 @@ impl Terminal {
     pub fn on_stop(&mut self, child: &Child, sig: Signal) {
         self.stopped = true;
         verbose!("COMMAND stopped by {sig}");
+        let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
         match self.front.as_ref() {
+            Some(front) if !self.jobs.handed_over && background_io && self.jobs.follows_fg => {
+                if tty::foreground_group() == Some(front.front_pgid) {
+                    // Brought to the foreground since it started: COMMAND
+                    // gets the terminal it asked for.
+                    return self.on_continue(child);
+                }
+                // --foreground in the background: the front stops as
+                // COMMAND did, and `fg` (the front's CONT) hands over.
+                self.jobs.hint(child.pid(), sig);
+                front.stop_front(sig);
+            }
             Some(front) if self.jobs.handed_over && tty::is_job_stop(sig) => {
                 if tty::foreground_group() == Some(child.pid()) {
                     let _ = tty::give_to(front.front_pgid);

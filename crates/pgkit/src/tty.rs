@@ -129,15 +129,38 @@ pub fn own_group() -> i32 {
 }
 
 /// Stop this process with `sig` (TSTP, TTIN or TTOU, default action), the way
-/// a job stops, and return once it is continued. In an orphaned process group
-/// the kernel discards such a stop and this returns at once: the caller
-/// carries on rather than leave COMMAND stopped for ever.
-pub fn stop_self(sig: crate::Signal) {
+/// a job stops, and return once it is continued: `true`. In an orphaned
+/// process group the kernel discards such a stop and this returns at once:
+/// `false`. (A stop takes any pending SIGCONT away; the CONT that ends it
+/// stays pending, blocked, so it tells the two apart.)
+pub fn stop_self(sig: crate::Signal) -> bool {
     let old = crate::sigraw::unblock(crate::SigSet::of(&[sig]));
     // An unblocked signal sent to oneself is delivered before kill returns,
     // so the stop happens inside this call.
     let _ = crate::signal::kill(getpid().as_raw_pid(), sig);
     crate::sigraw::set_mask(old);
+    crate::sigraw::pending().contains(crate::Signal::CONT)
+}
+
+/// The line for a COMMAND stopped by `sig` (TTIN or TTOU) for reading from
+/// or writing to the terminal while it does not have it. `follows_fg`
+/// (`--foreground`): the job stops too, and `fg` hands the terminal over;
+/// else `--foreground` is what would have given it the terminal.
+pub fn background_io_line(pid: i32, sig: crate::Signal, follows_fg: bool) -> String {
+    let what = if sig == crate::Signal::TTIN {
+        "read from"
+    } else {
+        "wrote to"
+    };
+    let next = if follows_fg {
+        "the job stops with it; `fg` gives it the terminal (--foreground)"
+    } else {
+        "run with --foreground to give it the terminal"
+    };
+    format!(
+        "COMMAND (pid {pid}) is stopped by SIG{sig}: it {what} the terminal while in the \
+         background; {next}"
+    )
 }
 
 /// Job control, the same in every tool and mode: the shell's job is the
@@ -155,7 +178,10 @@ pub fn stop_self(sig: crate::Signal) {
 /// - Without the terminal, a COMMAND stopped for reading from (or writing
 ///   to) it gets a one-line hint instead of a silent hang.
 /// - With `--foreground`, a job started in the background hands the
-///   terminal over when the shell brings it to the foreground.
+///   terminal over when the shell brings it to the foreground: a COMMAND
+///   stopped by TTIN or TTOU meanwhile stops the tool with the same signal
+///   (the shell then sees its job stopped, and `fg` continues it), the hint
+///   saying so once.
 ///
 /// In an orphaned process group (or as PID 1) the kernel discards the
 /// tool's own stop: it carries on at once and continues COMMAND, rather
@@ -168,6 +194,8 @@ pub struct JobControl {
     /// COMMAND was seen stopped, or stopped by the tool, and not continued
     /// since by the tool.
     stopped: bool,
+    /// The line for a background read or write was said.
+    hinted: bool,
 }
 
 impl JobControl {
@@ -176,6 +204,7 @@ impl JobControl {
             handed_over,
             follows_fg: mode.follows_fg(),
             stopped: false,
+            hinted: false,
         }
     }
 
@@ -190,17 +219,19 @@ impl JobControl {
             return self.continue_command(child);
         }
         if !self.handed_over {
-            if sig == Signal::TTIN || sig == Signal::TTOU {
-                let what = if sig == Signal::TTIN {
-                    "read from"
-                } else {
-                    "wrote to"
-                };
-                crate::warn!(
-                    "COMMAND (pid {}) is stopped by SIG{sig}: it {what} the terminal while in the \
-                     background; run with --foreground to give it the terminal",
-                    child.pid()
-                );
+            if background_io {
+                self.hint(child.pid(), sig);
+            }
+            if background_io && self.follows_fg {
+                // --foreground in the background: the job stops as COMMAND
+                // did, and `fg` hands the terminal over.
+                crate::verbose!("COMMAND stopped by {sig}; stopping too");
+                if stop_self(sig) {
+                    self.continue_command(child);
+                }
+                // Else an orphaned group, where the stop is discarded:
+                // continuing COMMAND would only stop it again, so it stays
+                // stopped, as the line said.
             }
             return;
         }
@@ -209,6 +240,16 @@ impl JobControl {
         }
         crate::verbose!("COMMAND stopped by {sig}; stopping too");
         self.stop_job(child, sig);
+    }
+
+    /// Say once that COMMAND is stopped for a background read or write.
+    pub fn hint(&mut self, pid: i32, sig: crate::Signal) {
+        if self.hinted {
+            crate::verbose!("COMMAND stopped by {sig} again");
+        } else {
+            self.hinted = true;
+            crate::warn!("{}", background_io_line(pid, sig, self.follows_fg));
+        }
     }
 
     /// The tool itself received `sig` (TSTP, TTIN or TTOU): stop COMMAND's

@@ -168,6 +168,12 @@ pub enum Outcome {
     /// `stops, hint`: COMMAND is stopped by SIGTTIN/SIGTTOU, the tool says
     /// so on one line naming --foreground and runs on.
     Hint,
+    /// `stops, fg reads` / `stops, fg writes` (`--foreground` in the
+    /// background): COMMAND is stopped by SIGTTIN/SIGTTOU and the tool
+    /// stops with it, saying so on one line naming --foreground; the shell
+    /// lists the job stopped, and `fg` hands the terminal over and
+    /// continues both: COMMAND reads the line typed, or its line appears.
+    StopsFg,
     /// `output shown`: COMMAND's line appears on the terminal.
     Shown,
     /// `stop, go on`: Ctrl-Z stops the tool and COMMAND; fg/bg continue both.
@@ -184,6 +190,7 @@ impl Outcome {
         Some(match text {
             "reads" => Outcome::Reads,
             "stops, hint" => Outcome::Hint,
+            "stops, fg reads" | "stops, fg writes" => Outcome::StopsFg,
             "output shown" => Outcome::Shown,
             "stop, go on" => Outcome::StopGoOn,
             "HUP" => Outcome::Gets("HUP", From::Anyone),
@@ -347,6 +354,16 @@ fn jobs_says_running(tmux: &Tmux) {
     });
 }
 
+/// `jobs` lists the job as stopped.
+fn jobs_says_stopped(tmux: &Tmux) {
+    let shell = tmux.shell();
+    tmux.type_line("jobs");
+    tmux.wait_for_joined("`jobs` lists the job as stopped", |s| {
+        s.lines()
+            .any(|l| l.contains("[1]") && shell.shows_stopped(l))
+    });
+}
+
 /// A signal `sig` from `from` in COMMAND's events.
 fn wait_got(place: &Place, job: &Job, sig: &str, from: From) {
     let line = place.wait_event(&format!("COMMAND got {sig}"), |l| {
@@ -461,6 +478,41 @@ pub fn run_cell(shell_kind: Shell, c: &Expected) {
                             .any(|l| l.trim_end().ends_with("out-from-command")),
                         "the output got through; screen:\n{screen}"
                     );
+                }
+                (Action::BgRead | Action::BgWriteTostop, Outcome::StopsFg) => {
+                    let sig = if c.action == Action::BgRead {
+                        "TTIN"
+                    } else {
+                        "TTOU"
+                    };
+                    wait_stopped(&format!("COMMAND stopped by SIG{sig}"), job.command);
+                    wait_hint(&tmux, c.tool, sig);
+                    let screen = tmux.screen_joined();
+                    assert!(
+                        !screen.contains("run with --foreground"),
+                        "the hint asks for the option given; screen:\n{screen}"
+                    );
+                    wait_stopped(&format!("the tool stopped by SIG{sig} too"), job.tool);
+                    shell_answers(&tmux, shell, "the job is stopped");
+                    jobs_says_stopped(&tmux);
+                    tmux.type_line("fg");
+                    wait_running("fg: the tool", job.tool);
+                    wait_running("fg: COMMAND", job.command);
+                    if c.action == Action::BgRead {
+                        tmux.type_line("hello-read");
+                        place.wait_event("COMMAND read the line", |l| l == "read: hello-read");
+                    } else {
+                        tmux.wait_for_joined("COMMAND's line on the terminal", |s| {
+                            s.lines()
+                                .any(|l| l.trim_end().ends_with("out-from-command"))
+                        });
+                        place.wait_event("COMMAND wrote", |l| l == "wrote");
+                    }
+                    place.wait_ticking("after fg");
+                    tmux.send(&["C-c"]);
+                    place.wait_event("COMMAND got INT", |l| l.starts_with("got INT"));
+                    ended(&tmux, shell, &job, "Ctrl-C after fg ended the job");
+                    return;
                 }
                 (Action::BgWrite, Outcome::Shown) => {
                     tmux.wait_for_joined("COMMAND's line on the terminal", |s| {
@@ -667,6 +719,17 @@ fn chosen() -> Vec<(Shell, Expected)> {
                 (Shell::Zsh, "pgwrap", Mode::Foreground, Action::BgRead),
                 (Shell::Zsh, "reap", Mode::NoForeground, Action::CtrlC),
                 (Shell::Zsh, "graceful", Mode::Foreground, Action::Nohup),
+                // `--foreground` in the background, then `fg` (issue 23).
+                (Shell::Bash, "reap", Mode::Foreground, Action::BgWriteTostop),
+                (Shell::Dash, "pgwrap", Mode::Foreground, Action::BgRead),
+                (Shell::Dash, "reap", Mode::Foreground, Action::BgRead),
+                (Shell::Zsh, "reap", Mode::Foreground, Action::BgRead),
+                (
+                    Shell::Zsh,
+                    "pgwrap",
+                    Mode::Foreground,
+                    Action::BgWriteTostop,
+                ),
             ] {
                 cells.push((shell, cell(tool, mode, action)));
             }
