@@ -168,7 +168,7 @@ pub enum Outcome {
     /// `stops, hint`: COMMAND is stopped by SIGTTIN/SIGTTOU, the tool says
     /// so on one line naming --foreground and runs on.
     Hint,
-    /// `stops, fg reads` / `stops, fg writes` (`--foreground` in the
+    /// `stops, fg` (`--foreground` in the
     /// background): COMMAND is stopped by SIGTTIN/SIGTTOU and the tool
     /// stops with it, saying so on one line naming --foreground; the shell
     /// lists the job stopped, and `fg` hands the terminal over and
@@ -190,7 +190,7 @@ impl Outcome {
         Some(match text {
             "reads" => Outcome::Reads,
             "stops, hint" => Outcome::Hint,
-            "stops, fg reads" | "stops, fg writes" => Outcome::StopsFg,
+            "stops, fg" => Outcome::StopsFg,
             "output shown" => Outcome::Shown,
             "stop, go on" => Outcome::StopGoOn,
             "HUP" => Outcome::Gets("HUP", From::Anyone),
