@@ -18,7 +18,12 @@
 //!     by the node.
 //!
 //!   Each node appends `ready node=I pid=P ppid=PP pgid=G` to LOG (one
-//!   write(2), O_APPEND) before it forks its children.
+//!   write(2), O_APPEND) before it forks its children. With `CHAOS_NOTIFY`
+//!   set, the root first forks a notification sender that sends that text
+//!   to `$NOTIFY_SOCKET` and exits at once (as user `CHAOS_NOTIFY_USER`
+//!   when set: a tree that changes user), reaps it, and logs
+//!   `notify node=0 sent=1` (or `sent=0`, or `sent=unset` without
+//!   `NOTIFY_SOCKET`) before its ready line.
 //! * `chaosproc cleanup LOG CODE MS`: a reap cleanup: appends
 //!   `cleanup pid=P status=.. signal=.. cause=..` (from REAP_STATUS,
 //!   REAP_SIGNAL, REAP_CAUSE), sleeps MS ms, exits CODE.
@@ -191,6 +196,48 @@ fn parse_spec(spec: &str) -> Result<Vec<Node>, String> {
 
 static CAUGHT: AtomicBool = AtomicBool::new(false);
 
+/// A short-lived notification sender: a child that sends `text` to
+/// `$NOTIFY_SOCKET` (as `CHAOS_NOTIFY_USER`, if set and we may) and exits at
+/// once, reaped here before anyone reads the datagram. `1` sent, `0` not,
+/// `unset` without `NOTIFY_SOCKET`.
+fn notify_once(text: &std::ffi::OsStr) -> &'static str {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return "unset";
+    };
+    let uid: Option<u32> = std::env::var("CHAOS_NOTIFY_USER")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    // SAFETY: the process is single-threaded; the child only sends and exits.
+    let forked = unsafe { libc::fork() };
+    if forked == 0 {
+        if let Some(id) = uid {
+            // SAFETY: plain syscalls in the child; a failure (not root)
+            // leaves it the user it was.
+            unsafe {
+                libc::setgroups(0, std::ptr::null());
+                libc::setresgid(id, id, id);
+                libc::setresuid(id, id, id);
+            }
+        }
+        let ok = std::os::unix::net::UnixDatagram::unbound()
+            .and_then(|s| s.send_to(text.as_bytes(), &path))
+            .is_ok();
+        // SAFETY: plain syscall.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    if forked < 0 || unsafe { libc::waitpid(forked, &mut status, 0) } != forked {
+        return "0";
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        "1"
+    } else {
+        "0"
+    }
+}
+
 extern "C" fn on_stop_signal(_: i32) {
     CAUGHT.store(true, Ordering::SeqCst);
 }
@@ -221,6 +268,12 @@ fn node(log: &str, nodes: &[Node], idx: usize) -> ! {
     }
     // Whatever the tool chain was given, a node takes its signals.
     raw_mask(libc::SIG_SETMASK, 0);
+    if idx == 0 {
+        if let Some(text) = std::env::var_os("CHAOS_NOTIFY") {
+            let sent = notify_once(&text);
+            log_line(log, &format!("notify node=0 sent={sent}"));
+        }
+    }
     // SAFETY: plain syscalls.
     let (pid, ppid, pgid) = unsafe { (libc::getpid(), libc::getppid(), libc::getpgrp()) };
     log_line(
@@ -466,6 +519,10 @@ struct Plan {
     nproc: Option<u64>,
     /// Run the tool as this user id (RLIMIT_NPROC does not bind root).
     uid: Option<u32>,
+    /// `NOTIFY_SOCKET` for the chain, and the root's message (`CHAOS_NOTIFY`).
+    notify: Option<(String, String)>,
+    /// The root's sender changes to this user (`CHAOS_NOTIFY_USER`).
+    notify_user: Option<u32>,
     argv: Vec<String>,
     /// The tools, outer first.
     layers: Vec<String>,
@@ -501,6 +558,12 @@ fn read_plan(path: &str) -> Plan {
             "nofile" => p.nofile = v.parse().ok(),
             "nproc" => p.nproc = v.parse().ok(),
             "uid" => p.uid = v.parse().ok(),
+            "notify" => {
+                if let Some((path, text)) = v.split_once(' ') {
+                    p.notify = Some((path.into(), text.into()));
+                }
+            }
+            "notify_user" => p.notify_user = v.parse().ok(),
             "argv" => p.argv.push(v.into()),
             "layers" => {
                 p.layers = v.split(',').map(str::to_string).collect();
@@ -609,8 +672,14 @@ impl Sup {
         cmd.args(&p.argv[1..])
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-            .env("CHAOS_RUN", &p.marker)
-            .stdin(std::process::Stdio::null())
+            .env("CHAOS_RUN", &p.marker);
+        if let Some((path, text)) = &p.notify {
+            cmd.env("NOTIFY_SOCKET", path).env("CHAOS_NOTIFY", text);
+        }
+        if let Some(uid) = p.notify_user {
+            cmd.env("CHAOS_NOTIFY_USER", uid.to_string());
+        }
+        cmd.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(stderr)
             .process_group(0);

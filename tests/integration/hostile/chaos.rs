@@ -36,7 +36,12 @@
 //! - `cleanup`: reap's cleanup ran exactly once;
 //! - `status`: the exit status is one the contract gives for the scenario
 //!   ([`Model`]);
-//! - `reap-env`: REAP_STATUS and REAP_CAUSE as the contract gives them.
+//! - `reap-env`: REAP_STATUS and REAP_CAUSE as the contract gives them;
+//! - `notify`: with `NOTIFY_SOCKET` set (the harness's own socket), the
+//!   message of a short-lived sender of COMMAND's tree (the root forks it,
+//!   it sends and exits at once, the root reaps it; in some scenarios it
+//!   first becomes user nobody) reaches the socket through the whole chain,
+//!   unless a tool of the chain was killed.
 //!
 //! Runs: `chaos_bounded_run` runs PGWRAP_CHAOS_N scenarios (default 200)
 //! from seed PGWRAP_CHAOS_SEED (default 1), two at a time, and fails on any
@@ -245,6 +250,9 @@ struct Scenario {
     nproc: Option<u64>,
     mode: Mode,
     decoys: Vec<usize>,
+    /// `NOTIFY_SOCKET` set, with a short-lived sender in the tree; `true`:
+    /// the sender becomes user nobody first.
+    notify: Option<bool>,
 }
 
 /// What this machine can run.
@@ -598,6 +606,10 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
             });
         }
     }
+    // Drawn from a generator of their own, so every older seed still
+    // makes the scenario it made.
+    let mut nr = Rng::new(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 0x6e6f_7469_6679);
+    let notify = chance(&mut nr, 40).then(|| caps.root && chance(&mut nr, 50));
     Scenario {
         seed,
         layers,
@@ -611,6 +623,7 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
         nproc,
         mode,
         decoys,
+        notify,
     }
 }
 
@@ -815,13 +828,15 @@ impl Scenario {
         }
         let _ = write!(
             s,
-            "] ign=[{}] blk=[{}] pend=[{}] nofile={:?} nproc={:?} decoys={:?} bound={}ms",
+            "] ign=[{}] blk=[{}] pend=[{}] nofile={:?} nproc={:?} decoys={:?} notify={:?} \
+             bound={}ms",
             list(&self.ign),
             list(&self.blk),
             list(&self.pend),
             self.nofile,
             self.nproc,
             self.decoys,
+            self.notify,
             self.bound_ms()
         );
         s
@@ -1625,6 +1640,8 @@ struct Report {
     wall_ms: u64,
     /// Marked processes found after the supervisor ended.
     stragglers: Vec<String>,
+    /// What reached the harness's notification socket.
+    notified: Vec<String>,
 }
 
 impl Report {
@@ -1718,6 +1735,24 @@ fn run_scenario(sc: &Scenario, marker: &str) -> Report {
     for d in &sc.decoys {
         let _ = writeln!(plan, "decoy {d}");
     }
+    let upstream = sc.notify.map(|as_nobody| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("upstream");
+        let sock = std::os::unix::net::UnixDatagram::bind(&path).expect("bind the upstream");
+        sock.set_nonblocking(true).expect("non-blocking upstream");
+        // A chain run as another user (nproc) sends to it too.
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777));
+        let _ = writeln!(
+            plan,
+            "notify {} X-CHAOS={}",
+            path.display(),
+            notify_text(sc.seed)
+        );
+        if as_nobody {
+            let _ = writeln!(plan, "notify_user 65534");
+        }
+        sock
+    });
     let plan_path = dir.join("plan");
     std::fs::write(&plan_path, plan).expect("write the plan");
 
@@ -1790,7 +1825,49 @@ fn run_scenario(sc: &Scenario, marker: &str) -> Report {
         .map(str::to_string)
         .collect();
     report.stderr = std::fs::read_to_string(&stderr).unwrap_or_default();
+    if let Some(sock) = upstream {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = sock.recv(&mut buf) {
+            report
+                .notified
+                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+    }
     report
+}
+
+/// The root's message in scenario `seed`.
+fn notify_text(seed: u64) -> String {
+    format!("{seed}")
+}
+
+/// Whether the root's short-lived sender's message must reach the harness:
+/// it sent it (the root logged so before its ready line), and no tool of
+/// the chain can have been killed before relaying it: no SIGKILL of the
+/// chain, and in a chain of several tools (where an outer one's escalation
+/// kills the inner ones) no signal to the tool or its group, and no pause,
+/// before 200 ms.
+fn notify_expected(sc: &Scenario, rep: &Report) -> Option<String> {
+    sc.notify?;
+    let line = rep.log.iter().find(|l| l.starts_with("notify node=0 "))?;
+    if line.ends_with("sent=unset") {
+        return None;
+    }
+    let chain_kill = sc.events.iter().any(|e| {
+        e.sig == KILL
+            && matches!(
+                e.target,
+                Target::Tool | Target::Group | Target::Layer(_) | Target::Back(_)
+            )
+    });
+    let early =
+        sc.events.iter().any(|e| {
+            e.at < 200 && matches!(e.target, Target::Tool | Target::Group | Target::Layer(_))
+        }) || sc.pauses.iter().any(|p| p.at < 200);
+    if chain_kill || (sc.layers.len() > 1 && early) {
+        return None;
+    }
+    Some(line.clone())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1812,6 +1889,19 @@ fn decode_status(raw: i32) -> Outcome {
 fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     let mut v = Vec::new();
     let mut add = |kind: &'static str, detail: String| v.push(Violation { kind, detail });
+    if let Some(line) = notify_expected(sc, rep) {
+        let want = format!("X-CHAOS={}\n", notify_text(sc.seed));
+        if !rep.notified.contains(&want) {
+            add(
+                "notify",
+                format!(
+                    "the short-lived sender's message ({line}) did not reach NOTIFY_SOCKET; \
+                     got {:?}",
+                    rep.notified
+                ),
+            );
+        }
+    }
     // Events the supervisor could not fire (their target was not known
     // yet, or already gone) did not happen: the model runs without them.
     let sent: Vec<usize> = rep
