@@ -55,8 +55,10 @@ pub fn cap(own: Timeout, outer_ms: u64) -> Timeout {
 }
 
 /// The grace graceful uses: `own` (`--grace`) under the outer budget in its
-/// environment, if any; each decision logged with `-v`.
-pub fn effective(own: Timeout, env: Option<&OsStr>) -> Timeout {
+/// environment, if any; each decision logged with `-v`. A cap of a grace
+/// the user `given` is announced even without `-v`: it changes what the
+/// user asked for; a default takes the budget silently.
+pub fn effective(own: Timeout, given: bool, env: Option<&OsStr>) -> Timeout {
     match outer(env) {
         Outer::Absent => own,
         Outer::Invalid(text) => {
@@ -65,14 +67,19 @@ pub fn effective(own: Timeout, env: Option<&OsStr>) -> Timeout {
         }
         Outer::Ms(ms) => {
             let capped = cap(own, ms);
-            // Said even without -v: it changes what the user asked for.
-            if capped != own {
-                pgkit::warn!(
-                    "grace capped at {capped} by {VAR}={ms} (the outer grace less a {} margin; \
-                     --grace {own})",
-                    Timeout::After(MARGIN)
-                );
+            if capped == own {
+                return own;
             }
+            if !given {
+                verbose!("default grace {own} takes the outer budget: {capped} ({VAR}={ms})");
+                return capped;
+            }
+            // Said even without -v: it changes what the user asked for.
+            pgkit::warn!(
+                "grace capped at {capped} by {VAR}={ms} (the outer grace less a {} margin; \
+                 --grace {own})",
+                Timeout::After(MARGIN)
+            );
             capped
         }
     }
@@ -140,10 +147,14 @@ mod tests {
 
     #[test]
     fn effective_grace() {
-        assert_eq!(effective(ms(10_000), None), ms(10_000));
-        assert_eq!(effective(ms(10_000), Some(OsStr::new("junk"))), ms(10_000));
-        assert_eq!(effective(ms(10_000), Some(OsStr::new("4000"))), ms(3_500));
-        assert_eq!(effective(Timeout::Never, None), Timeout::Never);
+        for given in [true, false] {
+            assert_eq!(effective(ms(10_000), given, None), ms(10_000));
+            let junk = Some(OsStr::new("junk"));
+            assert_eq!(effective(ms(10_000), given, junk), ms(10_000));
+            let outer = Some(OsStr::new("4000"));
+            assert_eq!(effective(ms(10_000), given, outer), ms(3_500));
+            assert_eq!(effective(Timeout::Never, given, None), Timeout::Never);
+        }
     }
 
     #[test]

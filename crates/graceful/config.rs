@@ -61,6 +61,8 @@ pub struct Config {
     pub timeout: Option<Duration>,
     /// `--grace`, before any cap from the environment.
     pub grace: Timeout,
+    /// Whether the user gave `--grace` (a cap of a default is no news).
+    pub grace_given: bool,
     pub signal: Option<Signal>,
     pub kill_signal: Signal,
     /// Signals that trigger the stop.
@@ -124,6 +126,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut parser = lexopt::Parser::from_args(args);
     let mut timeout = Timeout::Never;
     let mut grace = Timeout::After(Duration::from_secs(10));
+    let mut grace_given = false;
     let mut signal = None;
     let mut kill_signal = Signal::KILL;
     let mut on = default_on();
@@ -147,7 +150,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             // --kill-after is timeout(1)'s name for --grace: one of them.
             Short('g') | Long("grace") | Long("kill-after") => {
                 seen.once("--grace", &opt)?;
-                grace = cli::duration(&mut parser, &opt)?
+                grace = cli::duration(&mut parser, &opt)?;
+                grace_given = true;
             }
             Short('s') | Long("signal") => {
                 seen.once("--signal", &opt)?;
@@ -208,6 +212,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     Ok(Parsed::Run(Config {
         timeout,
         grace,
+        grace_given,
         signal,
         kill_signal,
         forward: forward.minus(on),

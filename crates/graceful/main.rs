@@ -30,7 +30,11 @@ fn run() -> ! {
     let dropped = startup.left_ignored(config.on.union(config.forward), config.named);
     config.on = config.on.minus(dropped);
     config.forward = config.forward.minus(dropped);
-    let grace = budget::effective(config.grace, std::env::var_os(budget::VAR).as_deref());
+    let grace = budget::effective(
+        config.grace,
+        config.grace_given,
+        std::env::var_os(budget::VAR).as_deref(),
+    );
 
     if let Some(target) = &config.events {
         events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));

@@ -278,3 +278,26 @@ fn reap_with_an_event_log_does_not_wake_up_while_idle() {
     run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
 }
+
+/// `reap -- graceful -- true` with every default: graceful's default 10 s
+/// takes reap's 5 s budget (4.5 s) silently; the user set no grace.
+#[test]
+fn a_default_grace_takes_the_budget_silently() {
+    let mut run = reap(["--", bin("graceful").to_str().unwrap()])
+        .args(["--", "true"])
+        .env_remove("GRACEFUL_GRACE_MS")
+        .stderr_piped()
+        .spawn();
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let err = run.stderr_all();
+    assert_eq!(err, "", "nothing said");
+    // The cap still applies: what graceful exports is the budget's 4.5 s.
+    let mut run = reap(["--", bin("graceful").to_str().unwrap()])
+        .args(["--", "sh", "-c", "echo ready grace=$GRACEFUL_GRACE_MS"])
+        .env_remove("GRACEFUL_GRACE_MS")
+        .stderr_piped()
+        .spawn();
+    run.expect_line("ready grace=4500", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    assert_eq!(run.stderr_all(), "");
+}

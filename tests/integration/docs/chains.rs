@@ -319,6 +319,32 @@ fn run_opts(layer: &Layer, full: bool, outer: bool) -> Vec<String> {
     out
 }
 
+/// The grace the innermost graceful or reap keeps, scaled: its own, or, for
+/// a graceful given no `--grace`, its default under the budget the layer
+/// above exports (that layer's run grace, margin added back, less the
+/// margin), taken silently.
+fn innermost_grace_ms(layers: &[Layer]) -> u64 {
+    let mut budget: Option<u64> = None;
+    let mut inner = None;
+    for (i, layer) in layers.iter().enumerate() {
+        let mut g = grace_ms(layer);
+        if g == u64::MAX {
+            continue;
+        }
+        let given = layer
+            .opts
+            .iter()
+            .any(|o| o == "-g" || o == "--grace" || o.starts_with("--grace="));
+        if let (Some(b), "graceful", false) = (budget, layer.tool, given) {
+            g = g.min(b.saturating_sub(MARGIN_MS));
+        }
+        let outer = layers[i + 1..].iter().any(|l| l.tool == "graceful");
+        budget = Some(if outer { g + MARGIN_MS } else { g });
+        inner = Some(g);
+    }
+    inner.unwrap()
+}
+
 #[test]
 fn every_documented_chain_does_what_its_text_says() {
     let chains = chains();
@@ -360,12 +386,7 @@ fn check_chain(file: &str, line: &str, layers: &[Layer]) {
         "{what}: the budgets disagree: {err}"
     );
     // The step: takes 60% of the innermost grace to stop, then exits 0.
-    let inner = layers
-        .iter()
-        .rev()
-        .map(grace_ms)
-        .find(|&g| g != u64::MAX)
-        .unwrap();
+    let inner = innermost_grace_ms(layers);
     let work = inner * 6 / 10;
     let step = format!(
         "trap 'echo step-got-term; sleep {}; echo step-done; exit 0' TERM; echo step-up; sleep 1000 & wait; wait",
