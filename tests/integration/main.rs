@@ -15,6 +15,8 @@ mod cleanup;
 mod command_line;
 /// Real containers under a real Docker daemon: the CI report, ENTRYPOINT, init, examples.
 mod containers;
+/// graceful's deadline reaches everything below it; an inner reap's cleanup still runs.
+mod deadline;
 /// Help texts, man pages and parsers agree.
 mod docs;
 /// The event log: JSON lines in the contract's order; never blocking.

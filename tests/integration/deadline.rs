@@ -1,0 +1,187 @@
+//! graceful's deadline reaches everything below it (design.md, graceful:
+//! "The deadline reaches everything below"): the kill signal goes to
+//! COMMAND's group and to every process still below graceful, through an
+//! inner pgwrap or graceful, sparing only what an inner reap guards (its
+//! subreaper process and its cleanup, which then runs); after a kill
+//! graceful exits when nothing is left below it. Survivors are named
+//! through the suite's own tools.
+
+use crate::grace::{Death, SLACK};
+use crate::kit::{bin, Run, TIMEOUT};
+use crate::procfs;
+use crate::reap_kit::{sigprobe, Guard};
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+/// The issue's example: `graceful -g 1 -- pgwrap -- sh -c 'trap "" TERM;
+/// sleep 100'`, TERM to graceful: nothing is left, and the survivors named
+/// are sh and sleep, never pgwrap.
+#[test]
+fn graceful_over_pgwrap_kills_what_ignores_term_and_names_it() {
+    let mut run = Run::new(bin("graceful"))
+        .args(["-g", "1", "--", bin("pgwrap").to_str().unwrap(), "--"])
+        .args(["sh", "-c", r#"trap "" TERM; sleep 100 & echo up $!; wait"#])
+        .stderr_piped()
+        .spawn();
+    let line = run.expect_line("up ", TIMEOUT);
+    let sleep: i32 = line[3..].trim().parse().unwrap();
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let sh = procfs::ppid(sleep).unwrap();
+    let pgwrap = procfs::ppid(sh).unwrap();
+    assert_eq!(procfs::ppid(pgwrap), Some(run.pid()));
+    run.signal(libc::SIGTERM);
+    let status = run.wait_exit(TIMEOUT + SLACK);
+    let err = run.stderr_all();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{err}");
+    guard.wait_all_gone("nothing below graceful is left", TIMEOUT);
+    for (pid, name) in [(sh, "sh"), (sleep, "sleep")] {
+        let want = format!(
+            "graceful: pid {pid} ({name}) is still running after the grace: it ignores TERM"
+        );
+        assert!(err.lines().any(|l| l == want), "no {want:?} in:\n{err}");
+    }
+    assert!(
+        !err.contains(&format!("pid {pgwrap} ")),
+        "pgwrap, only waiting for its COMMAND, is blamed:\n{err}"
+    );
+}
+
+/// A setsid escapee and a double-forked orphan of COMMAND, both ignoring
+/// TERM: neither is in COMMAND's group, both are below graceful (the
+/// subreaper); the deadline kills them, and graceful waits for them.
+#[test]
+fn the_deadline_kills_escapees_and_orphans_below_graceful() {
+    let probe = sigprobe();
+    let script = format!(
+        "trap '' TERM; {probe} --exit-on none --escape 1 & ({probe} --exit-on none --fork 0 &) ; wait"
+    );
+    let mut run = Run::new(bin("graceful"))
+        .args(["-g", "1", "--", "sh", "-c", &script])
+        .stderr_piped()
+        .spawn();
+    let readies = run.expect_readies(3, TIMEOUT);
+    let mut guard = Guard::new();
+    for r in &readies {
+        guard.watch(r.pid);
+    }
+    let escapee = readies.iter().find(|r| r.role == "escapee").unwrap();
+    assert_ne!(escapee.sid, run.pgid());
+    let deaths: Vec<Death> = readies.iter().map(|r| Death::watch(r.pid)).collect();
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    for d in &deaths {
+        let at = d.wait(Duration::from_secs(1) + SLACK);
+        assert!(
+            at >= sent + Duration::from_secs(1),
+            "killed before the deadline"
+        );
+    }
+    let status = run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{err}");
+    guard.wait_all_gone("every process below graceful is gone", TIMEOUT);
+    let want = format!(
+        "graceful: pid {} (sigprobe) is still running after the grace: it was not sent TERM",
+        escapee.pid
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with(&want)),
+        "no {want:?} in:\n{err}"
+    );
+}
+
+/// `graceful -g 1 -- reap -c CLEANUP -- JOB`: at graceful's deadline JOB
+/// (ignoring TERM) and reap's front are killed, reap's subreaper process
+/// and its cleanup are spared: the cleanup runs (REAP_CAUSE=cancel: reap
+/// was asked to stop), with a child of its own, and graceful exits after
+/// it, with the status of its COMMAND (reap's front, killed).
+#[test]
+fn graceful_over_reap_spares_the_back_and_waits_for_the_cleanup() {
+    let probe = sigprobe();
+    let dir = crate::kit::temp_dir("deadline-reap");
+    let done = dir.join("cleanup-done");
+    let cleanup = format!(
+        "echo cleanup-start cause=$REAP_CAUSE; sleep 1.5 & {probe} --exit-on none --sleep-ms 1200; wait; echo cleanup-done; : > '{}'",
+        done.display()
+    );
+    let mut run = Run::new(bin("graceful"))
+        .args(["-g", "1", "--", bin("reap").to_str().unwrap()])
+        .args(["--cleanup", &cleanup, "--", &probe, "--exit-on", "none"])
+        .stderr_piped()
+        .spawn();
+    let job = run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let job_death = Death::watch(job.pid);
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    let killed = job_death.wait(Duration::from_secs(1) + SLACK);
+    assert!(killed >= sent + Duration::from_secs(1), "JOB killed early");
+    assert!(
+        killed < sent + Duration::from_secs(4),
+        "JOB lived to reap's own deadline, not graceful's"
+    );
+    run.expect_line("cleanup-start cause=cancel", TIMEOUT);
+    let cleanup_probe = run.expect_ready(TIMEOUT);
+    guard.watch(cleanup_probe.pid);
+    run.expect_line("cleanup-done", TIMEOUT + SLACK);
+    let status = run.wait_exit(TIMEOUT);
+    assert!(done.exists(), "graceful exited before the cleanup ended");
+    let err = run.stderr_all();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{err}");
+    assert!(
+        run.lines_so_far()
+            .iter()
+            .any(|l| l.starts_with(&format!("exit pid={}", cleanup_probe.pid))),
+        "the cleanup's child ran to its end: {:?}",
+        run.lines_so_far()
+    );
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+}
+
+/// `reap -- graceful --grace 1s -- pgwrap -- JOB`: the inner graceful's
+/// 1 s holds inside reap's 5 s, through pgwrap.
+#[test]
+fn an_inner_gracefuls_deadline_holds_through_pgwrap() {
+    let probe = sigprobe();
+    let mut run = Run::new(bin("reap"))
+        .args([
+            "--",
+            bin("graceful").to_str().unwrap(),
+            "--grace",
+            "1s",
+            "--",
+        ])
+        .args([
+            bin("pgwrap").to_str().unwrap(),
+            "--",
+            &probe,
+            "--exit-on",
+            "none",
+            "--fork",
+            "1",
+        ])
+        .stderr_piped()
+        .spawn();
+    // The member, not pgwrap's child: pgwrap's --pdeathsig does not reach it.
+    let job = run
+        .expect_readies(2, TIMEOUT)
+        .into_iter()
+        .find(|r| r.role == "child")
+        .unwrap();
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let death = Death::watch(job.pid);
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    let killed = death.wait(Duration::from_secs(1) + SLACK);
+    assert!(killed >= sent + Duration::from_secs(1), "JOB killed early");
+    assert!(
+        killed < sent + Duration::from_millis(4000),
+        "JOB lived {:?}: reap's deadline, not graceful's",
+        killed - sent
+    );
+    run.wait_exit(TIMEOUT);
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+}
