@@ -5,6 +5,7 @@
 // The unit tests run under the test harness's own main.
 #![cfg_attr(not(test), no_main)]
 
+mod below;
 mod budget;
 mod config;
 mod machine;
@@ -67,6 +68,14 @@ fn run() -> ! {
         Some(ms) => spawn.env(budget::VAR, ms),
         None => spawn.env_remove(budget::VAR),
     };
+    // What an inner reap guards is spared by the deadline (pgkit::guard).
+    let marks = pgkit::guard::Marks::new()
+        .map_err(|e| verbose!("no marks for an inner reap ({e}): its subreaper is not spared"))
+        .ok();
+    if let Some(m) = &marks {
+        let var = pgkit::guard::VAR;
+        spawn.env(var, m.export(std::env::var_os(var).as_deref()));
+    }
     service.command(&mut spawn);
     let child = match spawn.spawn(&startup) {
         Ok(child) => child,
@@ -86,7 +95,8 @@ fn run() -> ! {
     );
 
     let jobs = JobControl::new(handed_over, mode);
-    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs, relay);
+    let below = below::Below::new(marks);
+    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs, relay, below);
     let status = supervisor.run();
     let timed_out = supervisor.finish();
     if timed_out && !config.preserve_status {

@@ -9,6 +9,7 @@
 //! a timerfd, exact where a poll timeout may run 0.1% late); with no
 //! deadline the loop sleeps without a timeout.
 
+use crate::below::Below;
 use crate::config::Config;
 use crate::machine::{Action, Event, Machine};
 use pgkit::child::Job;
@@ -37,11 +38,15 @@ pub struct Supervisor<'a> {
     recheck: Option<Duration>,
     /// Said once that, without `/proc`, the group is watched blind.
     blind_warned: bool,
+    /// Said once that graceful waits for what is left below it.
+    waiting_below: bool,
     /// COMMAND's notification socket, relayed to systemd's.
     relay: Option<Relay>,
     /// The trigger whose `signal` event is written right after the stop
     /// signal is sent (its write(2) is not on the signal's path).
     trigger: Cell<Option<(Signal, i32)>>,
+    /// Everything below graceful, which the kill signal reaches.
+    below: Below,
 }
 
 impl<'a> Supervisor<'a> {
@@ -52,6 +57,7 @@ impl<'a> Supervisor<'a> {
         signals: SignalFd,
         jobs: JobControl,
         relay: Option<Relay>,
+        below: Below,
     ) -> Supervisor<'a> {
         Supervisor {
             config,
@@ -63,8 +69,10 @@ impl<'a> Supervisor<'a> {
             member: None,
             recheck: None,
             blind_warned: false,
+            waiting_below: false,
             relay,
             trigger: Cell::new(None),
+            below,
         }
     }
 
@@ -104,6 +112,10 @@ impl<'a> Supervisor<'a> {
             }
             for (pid, status) in reaped {
                 verbose!("reaped adopted pid {pid}, {status}");
+            }
+            // After the kill signal: whatever appeared below since gets it.
+            if self.machine.killed() && !self.machine.is_done() {
+                self.kill_below();
             }
             if let Some(status) = self.child.exit_status() {
                 self.watch_group(now);
@@ -160,6 +172,17 @@ impl<'a> Supervisor<'a> {
         if pgkit::procfs::own_children().is_some_and(|c| c == [self.child.pid()]) {
             verbose!("group {} is gone", self.child.pid());
             self.machine.on(Event::GroupGone, now);
+            return;
+        }
+        // After the kill signal graceful waits for everything below it (an
+        // inner reap's cleanup included). A live descendant means a live
+        // child (the others were re-parented to graceful): each exit of one
+        // arrives as SIGCHLD.
+        if self.machine.killed() && descend::usable() {
+            if !self.waiting_below {
+                self.waiting_below = true;
+                verbose!("waiting for every process below graceful to end");
+            }
             return;
         }
         if !descend::usable() {
@@ -264,33 +287,40 @@ impl<'a> Supervisor<'a> {
         }
     }
 
-    /// The grace is over: name every process of COMMAND's group still
-    /// there, and why the stop signal has not ended it, on stderr even
-    /// without -v (one line each), before the kill signal.
-    fn name_survivors(&self) {
+    /// The grace is over: name every process still below graceful that
+    /// the kill signal is about to reach, and why the stop signal has not
+    /// ended it, on stderr even without -v (one line each), before the
+    /// kill signal. The suite's own tools are seen through.
+    fn name_survivors(&mut self) {
         let pgid = self.child.pid();
         let stop = self.machine.stop_signal().unwrap_or(Signal::TERM);
-        let mut members: Vec<i32> = Vec::new();
-        if self.child.exit_status().is_none() {
-            members.push(pgid);
+        let alive = self.child.exit_status().is_none();
+        let found = match self.below.walk() {
+            Some(walk) => crate::below::survivors(&walk, pgid, alive, stop),
+            // Without /proc: COMMAND alone, if it still runs.
+            None => alive
+                .then(|| pgkit::survivors::survivor(pgid, stop))
+                .flatten()
+                .into_iter()
+                .collect(),
+        };
+        for s in found {
+            pgkit::warn!("{}", s.line(stop));
+            events::survivor(&s);
         }
-        if let Some(tree) = descend::descendants() {
-            members.extend(
-                tree.iter()
-                    .filter(|p| p.pgid == pgid && p.pid != pgid && !p.is_zombie())
-                    .map(|p| p.pid),
-            );
-        }
-        for pid in members {
-            if let Some(s) = pgkit::survivors::survivor(pid, stop) {
-                pgkit::warn!("{}", s.line(stop));
-                events::survivor(&s);
-            }
+    }
+
+    /// The kill signal to every process below graceful but what an inner
+    /// reap guards (below.rs); COMMAND's group has had it already.
+    fn kill_below(&mut self) {
+        let sig = self.config.kill_signal;
+        if let Some(walk) = self.below.walk() {
+            self.below.kill(&walk, self.child.pid(), sig);
         }
     }
 
     /// Carry out the ladder's actions, in order.
-    fn act(&self, actions: &[Action]) {
+    fn act(&mut self, actions: &[Action]) {
         let group = self.child.pid();
         for &action in actions {
             match action {
@@ -306,6 +336,10 @@ impl<'a> Supervisor<'a> {
                     match sent {
                         Ok(()) => verbose!("sent {sig} to group {group}"),
                         Err(e) => verbose!("cannot send {sig} to group {group}: {e}"),
+                    }
+                    // The deadline reaches everything below graceful.
+                    if self.machine.killed() {
+                        self.kill_below();
                     }
                 }
                 // A stopped process acts on nothing but KILL until continued.

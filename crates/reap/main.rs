@@ -102,6 +102,12 @@ fn run() -> ! {
                 leftover = relay.take().map(notify::Relay::disown);
                 reap::become_subreaper()
                     .unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
+                // Before COMMAND exists: an outer graceful's deadline spares
+                // this process (pgkit::guard).
+                let marked = pgkit::guard::mark(pgkit::guard::Role::Back, false);
+                if marked > 0 {
+                    verbose!("marked as reap's subreaper process for {marked} outer graceful(s)");
+                }
                 (Some(link), Some(to_front), Some(signals))
             }
         }

@@ -847,6 +847,9 @@ impl<'a> Back<'a> {
 
     fn start_cleanup(&mut self, env: Env) {
         self.stopping();
+        // From now on an outer graceful's deadline spares everything below
+        // this process: the cleanup, and what it leaves (pgkit::guard).
+        pgkit::guard::mark(pgkit::guard::Role::Cleanup, false);
         match self.cleanup_spawn(env).spawn(self.startup) {
             Ok(child) => {
                 verbose!("cleanup started: pid {}", child.pid());
@@ -868,6 +871,8 @@ impl<'a> Back<'a> {
         let mut spawn = self.cleanup_spawn(env);
         verbose!("cleanup: executing in place (pid {})", std::process::id());
         self.stopping();
+        // The mark stays across the exec: the cleanup is this process.
+        pgkit::guard::mark(pgkit::guard::Role::Cleanup, true);
         // As PID 1 the relay is this process's: its socket goes now.
         self.inbox.relay = None;
         // From now on the cleanup's end is reap's end (the exec closes the

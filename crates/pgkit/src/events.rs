@@ -393,7 +393,7 @@ pub fn survivor(s: &crate::survivors::Survivor) {
         &[
             ("child", Value::Int(s.pid.into())),
             ("name", Value::Str(&s.name)),
-            ("reason", Value::Str(s.reason.word())),
+            ("reason", Value::Str(s.word())),
         ],
     );
 }

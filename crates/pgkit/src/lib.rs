@@ -20,6 +20,7 @@
 //! | `fork`      | a second process of the tool, and the pipes that link the two     |
 //! | `board`     | a shared page the two write and read without waking each other    |
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
+//! | `guard`     | the marks by which graceful spares what an inner reap guards      |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
 //! | `deadline`  | a deadline kept to the microsecond (timerfd), for `poll`          |
 //! | `survivors` | who did not stop when a grace ran out, and why (/proc status)     |
@@ -80,6 +81,7 @@ pub mod events;
 pub mod exit;
 pub mod fork;
 pub mod group;
+pub mod guard;
 pub mod log;
 pub mod notify;
 pub mod pidfd;

@@ -30,6 +30,10 @@ pub struct Survivor {
     pub pid: i32,
     pub name: String,
     pub reason: Reason,
+    /// Whether the stop signal was sent to it (it is in a process group
+    /// the stop went to); a process never sent it is not said to have
+    /// resisted it.
+    pub sent: bool,
 }
 
 /// The reason from the masks of `status` (the text of /proc/PID/status) and
@@ -66,11 +70,43 @@ pub fn survivor(pid: i32, sig: Signal) -> Option<Survivor> {
         pid,
         name: stat.name.to_string(),
         reason: reason(&status, sig),
+        sent: true,
     })
 }
 
+/// The suite's own binaries (pgwrap, graceful, reap), known by the file
+/// they run (device and inode of `/proc/PID/exe`), not by a name: those
+/// installed next to this tool's own, and this tool's own.
+pub struct Tools {
+    ids: Vec<(u64, u64)>,
+}
+
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    let st = rustix::fs::stat(path).ok()?;
+    Some((st.st_dev as u64, st.st_ino as u64))
+}
+
+impl Tools {
+    pub fn find() -> Tools {
+        let own = std::fs::read_link("/proc/self/exe").ok();
+        let mut ids: Vec<(u64, u64)> = file_id("/proc/self/exe".as_ref()).into_iter().collect();
+        if let Some(dir) = own.as_deref().and_then(|p| p.parent()) {
+            for name in ["pgwrap", "graceful", "reap"] {
+                ids.extend(file_id(&dir.join(name)));
+            }
+        }
+        Tools { ids }
+    }
+
+    /// Whether `pid` runs one of the suite's tools.
+    pub fn is_tool(&self, pid: i32) -> bool {
+        file_id(format!("/proc/{pid}/exe").as_ref()).is_some_and(|id| self.ids.contains(&id))
+    }
+}
+
 impl Reason {
-    /// One word, for the event log.
+    /// One word, for the event log (`unsent` for a survivor never sent
+    /// the stop signal: see [`Survivor::word`]).
     pub fn word(self) -> &'static str {
         match self {
             Reason::Ignores => "ignores",
@@ -84,9 +120,21 @@ impl Reason {
 }
 
 impl Survivor {
+    /// The reason's word, `unsent` where the stop signal never went to it.
+    pub fn word(&self) -> &'static str {
+        if self.sent {
+            self.reason.word()
+        } else {
+            "unsent"
+        }
+    }
+
     /// `pid 42 (sleep) is still running after the grace: it ignores TERM`.
     pub fn line(&self, sig: Signal) -> String {
         let why = match self.reason {
+            _ if !self.sent => format!(
+                "it was not sent {sig} (it is outside the process groups the stop signal went to)"
+            ),
             Reason::Ignores => format!("it ignores {sig}"),
             Reason::Blocks => format!("it blocks {sig}"),
             Reason::Catches => format!("it catches {sig} and its handler has not ended it"),
@@ -145,5 +193,14 @@ mod tests {
         assert!(me
             .line(Signal::TERM)
             .starts_with(&format!("pid {} (", me.pid)));
+        let never = Survivor { sent: false, ..me };
+        assert!(never.line(Signal::TERM).ends_with(
+            "still running after the grace: it was not sent TERM \
+             (it is outside the process groups the stop signal went to)"
+        ));
+        assert_eq!(never.word(), "unsent");
+        let tools = Tools::find();
+        assert!(tools.is_tool(std::process::id() as i32), "its own binary");
+        assert!(!tools.is_tool(1) || procfs::own_pid() == 1);
     }
 }

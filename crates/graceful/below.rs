@@ -1,0 +1,168 @@
+//! Everything below graceful at the deadline: what the kill signal reaches
+//! besides COMMAND's group, what an inner reap guards from it, and who is
+//! named as a survivor (seen through the suite's own tools).
+//!
+//! graceful is a child subreaper, so every process COMMAND started is
+//! still below it, whichever group or session it went to and whichever
+//! parent died. At the deadline each live one gets the kill signal, but:
+//! - an inner reap's subreaper process (it holds graceful's back mark,
+//!   pgkit::guard), and
+//! - a process holding the cleanup mark (a reap about to run, or running,
+//!   its cleanup) with everything below it, and whatever was once spared
+//!   that way (a cleanup re-parented to graceful when its reap died).
+//!
+//! After the kill signal the walk is repeated on every wake-up, so a
+//! process forked in between gets it too; none gets it twice.
+
+use pgkit::descend::{self, Proc, Sent};
+use pgkit::guard::Marks;
+use pgkit::survivors::{self, Survivor, Tools};
+use pgkit::{verbose, Signal};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One walk of the tree below graceful.
+pub struct Walk {
+    /// Every process found, zombies included.
+    pub tree: Vec<Proc>,
+    /// Guarded by an inner reap: not killed, not named.
+    pub guarded: BTreeSet<i32>,
+}
+
+#[derive(Default)]
+pub struct Below {
+    marks: Option<Marks>,
+    /// Processes spared as part of a cleanup's tree (pid, start time).
+    cleanup_tree: BTreeSet<(i32, u64)>,
+    /// Processes the kill signal was sent to (pid, start time).
+    killed: BTreeSet<(i32, u64)>,
+}
+
+impl Below {
+    pub fn new(marks: Option<Marks>) -> Below {
+        Below {
+            marks,
+            ..Below::default()
+        }
+    }
+
+    /// Walk the tree and mark what an inner reap guards. `None` without a
+    /// usable `/proc`.
+    pub fn walk(&mut self) -> Option<Walk> {
+        let tree = descend::descendants()?;
+        // Every mark is read after the walk: a process the walk found was
+        // started after its parent took its mark (reap marks itself before
+        // it starts the cleanup), so the mark is seen.
+        let parent: BTreeMap<i32, i32> = tree.iter().map(|p| (p.pid, p.ppid)).collect();
+        let start: BTreeMap<i32, u64> = tree.iter().map(|p| (p.pid, p.start)).collect();
+        let mut held = BTreeMap::new();
+        let mut held_of = |pid: i32| match (&self.marks, held.get(&pid)) {
+            (_, Some(&h)) => h,
+            (None, None) => pgkit::guard::Held::default(),
+            (Some(m), None) => {
+                let h = m.held(pid);
+                held.insert(pid, h);
+                h
+            }
+        };
+        let mut guarded = BTreeSet::new();
+        for p in tree.iter().filter(|p| !p.is_zombie()) {
+            if held_of(p.pid).back {
+                guarded.insert(p.pid);
+                continue;
+            }
+            // Up the tree: a cleanup's, or below one?
+            let mut at = Some(p.pid);
+            while let Some(pid) = at {
+                let remembered = start
+                    .get(&pid)
+                    .is_some_and(|&s| self.cleanup_tree.contains(&(pid, s)));
+                if remembered || held_of(pid).cleanup {
+                    guarded.insert(p.pid);
+                    self.cleanup_tree.insert((p.pid, p.start));
+                    break;
+                }
+                // Up to graceful's own children (graceful holds the marks).
+                at = parent
+                    .get(&pid)
+                    .copied()
+                    .filter(|pp| start.contains_key(pp));
+            }
+        }
+        Some(Walk { tree, guarded })
+    }
+
+    /// Send `sig` to every live process of `walk` outside COMMAND's group
+    /// `group` (which got it already) and not guarded, once each.
+    pub fn kill(&mut self, walk: &Walk, group: i32, sig: Signal) {
+        let me = std::process::id() as i32;
+        let pids: BTreeSet<i32> = walk.tree.iter().map(|p| p.pid).chain([me]).collect();
+        for p in &walk.tree {
+            if p.is_zombie() || p.pgid == group || walk.guarded.contains(&p.pid) {
+                continue;
+            }
+            if !self.killed.insert((p.pid, p.start)) {
+                continue;
+            }
+            match descend::signal(p, sig, &pids) {
+                Ok(Sent::Delivered) => verbose!("sent {sig} to pid {} ({}) below", p.pid, p.name),
+                Ok(Sent::Gone) => {}
+                Err(e) => verbose!("cannot send {sig} to pid {}: {e}", p.pid),
+            }
+        }
+    }
+}
+
+/// The survivors of `walk` for the stop signal `sig` sent to COMMAND's
+/// group `group` (`command_alive`: COMMAND itself has not exited). The
+/// suite's own tools are seen through: a pgwrap, graceful or reap is never
+/// named; the stop signal counts as sent to the group of each COMMAND they
+/// lead, as they pass it on. Guarded processes are left out.
+pub fn survivors(walk: &Walk, group: i32, command_alive: bool, sig: Signal) -> Vec<Survivor> {
+    let tools = Tools::find();
+    let mut is_tool = BTreeMap::new();
+    let mut tool = |pid: i32| *is_tool.entry(pid).or_insert_with(|| tools.is_tool(pid));
+    let live: Vec<&Proc> = walk.tree.iter().filter(|p| !p.is_zombie()).collect();
+    // The groups the stop signal reached, through the tools.
+    let mut reached: BTreeSet<i32> = [group].into();
+    let mut tools_reached: BTreeSet<i32> = BTreeSet::new();
+    if command_alive && tool(group) {
+        tools_reached.insert(group);
+    }
+    loop {
+        let before = (reached.len(), tools_reached.len());
+        for p in &live {
+            if tool(p.pid) && reached.contains(&p.pgid) {
+                tools_reached.insert(p.pid);
+            }
+        }
+        for p in &live {
+            if tools_reached.contains(&p.ppid) && p.pid == p.pgid {
+                reached.insert(p.pgid);
+                if tool(p.pid) {
+                    tools_reached.insert(p.pid);
+                }
+            }
+        }
+        if (reached.len(), tools_reached.len()) == before {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    let leader = command_alive.then_some(group);
+    let candidates = leader.into_iter().chain(
+        live.iter()
+            .filter(|p| p.pid != group && !walk.guarded.contains(&p.pid))
+            .map(|p| p.pid),
+    );
+    for pid in candidates {
+        if tool(pid) {
+            continue;
+        }
+        if let Some(mut s) = survivors::survivor(pid, sig) {
+            let pgid = descend::stat(pid).map_or(group, |p| p.pgid);
+            s.sent = reached.contains(&pgid);
+            out.push(s);
+        }
+    }
+    out
+}

@@ -1,0 +1,243 @@
+//! What an inner reap guards from an outer graceful's kill.
+//!
+//! graceful's deadline reaches every process below it, but not reap's
+//! subreaper process (the back) nor the cleanup it runs: killing those
+//! would break reap's guarantee. graceful recognises them by what the
+//! kernel shows of their descriptors, not by a name a process could carry
+//! by accident:
+//!
+//! - graceful makes two pipes and keeps only their read ends, the *back
+//!   mark* and the *cleanup mark*; each pipe is one inode, `pipe:[N]` in
+//!   `/proc/PID/fd/`. It tells COMMAND where they are in
+//!   `GRACEFUL_GUARD=PID:START:BACK:CLEANUP` (graceful's pid, its start
+//!   time, the two descriptor numbers), appended to the entries of the
+//!   gracefuls above it (space-separated, the last [`MAX_ENTRIES`]).
+//! - reap's back opens `/proc/PID/fd/BACK` of every graceful listed whose
+//!   start time is the one given (another process that got the pid, or a
+//!   `/proc` of another PID namespace, is not taken for it) and keeps the
+//!   descriptor, close-on-exec, as long as it lives. Before it starts the
+//!   cleanup it opens the cleanup mark the same way.
+//! - At its deadline graceful reads the descriptors of the processes below
+//!   it: one that holds its back mark is spared; one that holds its cleanup
+//!   mark is spared with everything below it (the cleanup, and whatever
+//!   the cleanup left: it was re-parented to the back, the subreaper).
+//!
+//! Only a process that opens the path on purpose carries a mark: the
+//! variable names where the marks are, holding it marks nothing. A reap
+//! that cannot open the path (another user, `/proc` of another PID
+//! namespace) is not recognised: its back is killed with the rest.
+
+use crate::procfs;
+use rustix::fs::{Mode, OFlags};
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+/// The variable's name.
+pub const VAR: &str = "GRACEFUL_GUARD";
+
+/// The gracefuls of one chain a reap marks itself for, innermost last.
+pub const MAX_ENTRIES: usize = 8;
+
+/// graceful's two marks (the read ends of two pipes, write ends closed).
+pub struct Marks {
+    back: OwnedFd,
+    cleanup: OwnedFd,
+    back_link: String,
+    cleanup_link: String,
+}
+
+/// Which marks a process holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// The back mark: this process is an inner reap's back.
+    pub back: bool,
+    /// The cleanup mark: it and everything below it are a cleanup's.
+    pub cleanup: bool,
+}
+
+fn link_of(fd: &OwnedFd) -> io::Result<String> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok(format!("pipe:[{}]", st.st_ino))
+}
+
+impl Marks {
+    /// Two new marks.
+    pub fn new() -> io::Result<Marks> {
+        let (back, _) = crate::fork::pipe()?;
+        let (cleanup, _) = crate::fork::pipe()?;
+        Ok(Marks {
+            back_link: link_of(&back)?,
+            cleanup_link: link_of(&cleanup)?,
+            back,
+            cleanup,
+        })
+    }
+
+    /// The value COMMAND gets: the `outer` entries (well-formed ones, the
+    /// newest kept), then this graceful's.
+    pub fn export(&self, outer: Option<&OsStr>) -> OsString {
+        let start = procfs::stat(procfs::own_pid()).map_or(0, |p| p.start);
+        let own = format!(
+            "{}:{start}:{}:{}",
+            procfs::own_pid(),
+            self.back.as_raw_fd(),
+            self.cleanup.as_raw_fd()
+        );
+        let mut entries: Vec<String> = outer
+            .map(|v| parse(&v.to_string_lossy()).map(|e| e.text()).collect())
+            .unwrap_or_default();
+        entries.push(own);
+        let skip = entries.len().saturating_sub(MAX_ENTRIES);
+        entries[skip..].join(" ").into()
+    }
+
+    /// The marks `pid` holds now (none if its descriptors cannot be read).
+    pub fn held(&self, pid: i32) -> Held {
+        let mut held = Held::default();
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            return held;
+        };
+        for entry in dir.flatten() {
+            let Ok(target) = std::fs::read_link(entry.path()) else {
+                continue;
+            };
+            let target = target.as_os_str().as_encoded_bytes();
+            held.back |= target == self.back_link.as_bytes();
+            held.cleanup |= target == self.cleanup_link.as_bytes();
+            if held.back && held.cleanup {
+                break;
+            }
+        }
+        held
+    }
+}
+
+/// One graceful of the variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    pid: i32,
+    start: u64,
+    back: i32,
+    cleanup: i32,
+}
+
+impl Entry {
+    fn text(&self) -> String {
+        format!("{}:{}:{}:{}", self.pid, self.start, self.back, self.cleanup)
+    }
+}
+
+/// The well-formed entries of a value.
+fn parse(value: &str) -> impl Iterator<Item = Entry> + '_ {
+    value.split_ascii_whitespace().filter_map(|e| {
+        let mut it = e.split(':');
+        let entry = Entry {
+            pid: it.next()?.parse().ok().filter(|&p: &i32| p > 0)?,
+            start: it.next()?.parse().ok()?,
+            back: it.next()?.parse().ok().filter(|&f: &i32| f >= 0)?,
+            cleanup: it.next()?.parse().ok().filter(|&f: &i32| f >= 0)?,
+        };
+        it.next().is_none().then_some(entry)
+    })
+}
+
+/// What reap marks itself as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Its back: spare this process.
+    Back,
+    /// The back about to run its cleanup: spare it and all below it.
+    Cleanup,
+}
+
+/// Mark this process for every graceful its environment names (see the
+/// module's documentation). The marks stay open as long as the process
+/// lives; `across_exec`: also across an `execve` (the cleanup that replaces
+/// reap's back). How many gracefuls it is marked for.
+pub fn mark(role: Role, across_exec: bool) -> usize {
+    let Some(value) = std::env::var_os(VAR) else {
+        return 0;
+    };
+    let mut marked = 0;
+    for e in parse(&value.to_string_lossy()) {
+        // The graceful named, not a later owner of its pid.
+        if procfs::stat(e.pid).map(|p| p.start) != Some(e.start) {
+            continue;
+        }
+        let fd = match role {
+            Role::Back => e.back,
+            Role::Cleanup => e.cleanup,
+        };
+        let path = format!("/proc/{}/fd/{fd}", e.pid);
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let Ok(opened) = rustix::fs::open(path.as_str(), flags, Mode::empty()) else {
+            continue;
+        };
+        // A pipe, and still the graceful's: checked after the open.
+        let fifo = rustix::fs::fstat(&opened)
+            .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_fifo());
+        if !fifo || procfs::stat(e.pid).map(|p| p.start) != Some(e.start) {
+            continue;
+        }
+        if across_exec {
+            let _ = rustix::io::fcntl_setfd(opened.as_fd(), rustix::io::FdFlags::empty());
+        }
+        // Held until this process ends.
+        std::mem::forget(opened);
+        marked += 1;
+    }
+    marked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_parsed_strictly() {
+        let got: Vec<Entry> = parse("12:34:5:6 junk 1:2:3 7:8:9:10:11 -1:2:3:4 13:0:3:4").collect();
+        assert_eq!(
+            got,
+            [
+                Entry {
+                    pid: 12,
+                    start: 34,
+                    back: 5,
+                    cleanup: 6
+                },
+                Entry {
+                    pid: 13,
+                    start: 0,
+                    back: 3,
+                    cleanup: 4
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_process_that_opens_the_path_holds_the_mark() {
+        let marks = Marks::new().unwrap();
+        let value = marks.export(None);
+        std::env::set_var(VAR, &value);
+        let count = |link: &str| {
+            std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    std::fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == OsStr::new(link))
+                })
+                .count()
+        };
+        assert_eq!(count(&marks.back_link), 1, "graceful's own read end");
+        assert_eq!(mark(Role::Back, false), 1);
+        assert_eq!(count(&marks.back_link), 2, "and the one opened by path");
+        assert_eq!(count(&marks.cleanup_link), 1, "not the cleanup mark");
+        std::env::remove_var(VAR);
+        let exported = marks.export(Some(OsStr::new("1:2:3:4 bad")));
+        let text = exported.to_string_lossy();
+        assert!(text.starts_with("1:2:3:4 "), "{text}");
+        assert_eq!(text.split(' ').count(), 2);
+    }
+}
