@@ -301,3 +301,46 @@ fn a_default_grace_takes_the_budget_silently() {
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
     assert_eq!(run.stderr_all(), "");
 }
+
+/// reap's survivors say what is true: an escapee (its own session, no
+/// `--stop-all`) was never sent the stop signal, and is not said to have
+/// resisted it; an inner pgwrap, only waiting for its COMMAND, is never
+/// named, the process below it is.
+#[test]
+fn reap_names_an_unsent_escapee_as_such_and_sees_through_pgwrap() {
+    let probe = sigprobe();
+    let script = format!("setsid sleep 100 & echo up $!; exec {probe} --exit-on none");
+    let mut run = reap(["--grace", "1s", "--", bin("pgwrap").to_str().unwrap()])
+        .args(["--", "sh", "-c", &script])
+        .stderr_piped()
+        .spawn();
+    let line = run.expect_line("up ", TIMEOUT);
+    let sleep: i32 = line[3..].trim().parse().unwrap();
+    let job = run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch(sleep);
+    guard.watch_tree(run.pid());
+    let pgwrap = procfs::ppid(job.pid).unwrap();
+    run.signal(libc::SIGTERM);
+    run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    let want =
+        format!("reap: pid {sleep} (sleep) is still running after the grace: it was not sent TERM");
+    assert!(
+        err.lines().any(|l| l.starts_with(&want)),
+        "no {want:?} in:\n{err}"
+    );
+    let want = format!(
+        "reap: pid {} (sigprobe) is still running after the grace: it blocks TERM",
+        job.pid
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with(&want)),
+        "no {want:?} in:\n{err}"
+    );
+    assert!(
+        !err.contains(&format!("pid {pgwrap} ")),
+        "pgwrap, only waiting for its COMMAND, is blamed:\n{err}"
+    );
+    guard.wait_all_gone("every survivor is killed", TIMEOUT);
+}
