@@ -16,7 +16,7 @@
 
 use pgkit::descend::{self, Proc, Sent};
 use pgkit::guard::Marks;
-use pgkit::survivors::{self, Survivor, Tools};
+use pgkit::survivors::{self, Survivor};
 use pgkit::{verbose, Signal};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -113,56 +113,7 @@ impl Below {
 }
 
 /// The survivors of `walk` for the stop signal `sig` sent to COMMAND's
-/// group `group` (`command_alive`: COMMAND itself has not exited). The
-/// suite's own tools are seen through: a pgwrap, graceful or reap is never
-/// named; the stop signal counts as sent to the group of each COMMAND they
-/// lead, as they pass it on. Guarded processes are left out.
-pub fn survivors(walk: &Walk, group: i32, command_alive: bool, sig: Signal) -> Vec<Survivor> {
-    let tools = Tools::find();
-    let mut is_tool = BTreeMap::new();
-    let mut tool = |pid: i32| *is_tool.entry(pid).or_insert_with(|| tools.is_tool(pid));
-    let live: Vec<&Proc> = walk.tree.iter().filter(|p| !p.is_zombie()).collect();
-    // The groups the stop signal reached, through the tools.
-    let mut reached: BTreeSet<i32> = [group].into();
-    let mut tools_reached: BTreeSet<i32> = BTreeSet::new();
-    if command_alive && tool(group) {
-        tools_reached.insert(group);
-    }
-    loop {
-        let before = (reached.len(), tools_reached.len());
-        for p in &live {
-            if tool(p.pid) && reached.contains(&p.pgid) {
-                tools_reached.insert(p.pid);
-            }
-        }
-        for p in &live {
-            if tools_reached.contains(&p.ppid) && p.pid == p.pgid {
-                reached.insert(p.pgid);
-                if tool(p.pid) {
-                    tools_reached.insert(p.pid);
-                }
-            }
-        }
-        if (reached.len(), tools_reached.len()) == before {
-            break;
-        }
-    }
-    let mut out = Vec::new();
-    let leader = command_alive.then_some(group);
-    let candidates = leader.into_iter().chain(
-        live.iter()
-            .filter(|p| p.pid != group && !walk.guarded.contains(&p.pid))
-            .map(|p| p.pid),
-    );
-    for pid in candidates {
-        if tool(pid) {
-            continue;
-        }
-        if let Some(mut s) = survivors::survivor(pid, sig) {
-            let pgid = descend::stat(pid).map_or(group, |p| p.pgid);
-            s.sent = reached.contains(&pgid);
-            out.push(s);
-        }
-    }
-    out
+/// group `group`, guarded processes left out (pgkit::survivors::below).
+pub fn survivors(walk: &Walk, group: i32, sig: Signal) -> Vec<Survivor> {
+    survivors::below(&walk.tree, group, false, sig, &walk.guarded)
 }

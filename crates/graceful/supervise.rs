@@ -296,7 +296,7 @@ impl<'a> Supervisor<'a> {
         let stop = self.machine.stop_signal().unwrap_or(Signal::TERM);
         let alive = self.child.exit_status().is_none();
         let found = match self.below.walk() {
-            Some(walk) => crate::below::survivors(&walk, pgid, alive, stop),
+            Some(walk) => crate::below::survivors(&walk, pgid, stop),
             // Without /proc: COMMAND alone, if it still runs.
             None => alive
                 .then(|| pgkit::survivors::survivor(pgid, stop))

@@ -733,11 +733,17 @@ impl<'a> Back<'a> {
     /// The grace is over: every descendant still there, named on stderr
     /// (even without -v) with why `sig` has not ended it, before the KILL.
     fn name_survivors(&mut self, sig: Signal) {
-        for pid in self.sweeper.live() {
-            if let Some(s) = pgkit::survivors::survivor(pid, sig) {
-                pgkit::warn!("{}", s.line(sig));
-                events::survivor(&s);
-            }
+        // While COMMAND runs the stop signal went to its group only (unless
+        // --stop-all); the sweep sends it to every descendant.
+        // (COMMAND still runs: the stop request's grace, not the sweep's.)
+        let tree = self.sweeper.tree();
+        let leader = self.leader_pid();
+        let running = tree.iter().any(|p| p.pid == leader && !p.is_zombie());
+        let all_sent = self.config.stop_all || !running;
+        let skip = Default::default();
+        for s in pgkit::survivors::below(&tree, self.leader_pid(), all_sent, sig, &skip) {
+            pgkit::warn!("{}", s.line(sig));
+            events::survivor(&s);
         }
     }
 

@@ -344,18 +344,13 @@ impl Sweeper {
         }
     }
 
-    /// The live descendants, for the survivors' lines (none where the
-    /// tree cannot be walked).
-    pub fn live(&mut self) -> Vec<i32> {
+    /// The descendants, for the survivors' lines: with `--cgroup`, what is
+    /// in COMMAND's cgroup (none where the tree cannot be walked).
+    pub fn tree(&mut self) -> Vec<descend::Proc> {
         if let (Finder::Cgroup, Some(cg)) = (self.finder(), self.cgroup.as_ref()) {
-            return cg.members();
+            return cg.members().into_iter().filter_map(descend::stat).collect();
         }
-        descend::descendants()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|p| !p.is_zombie())
-            .map(|p| p.pid)
-            .collect()
+        descend::descendants().unwrap_or_default()
     }
 
     /// The processes (pid, start time) the rounds so far sent KILL to.

@@ -6,8 +6,9 @@
 //! The line goes to stderr even without `-v`, before the kill signal, so a
 //! slow shutdown can be blamed on the process that caused it.
 
-use crate::procfs;
+use crate::procfs::{self, Proc};
 use crate::signal::{SigSet, Signal};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Why a process is still there after the stop signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +103,55 @@ impl Tools {
     pub fn is_tool(&self, pid: i32) -> bool {
         file_id(format!("/proc/{pid}/exe").as_ref()).is_some_and(|id| self.ids.contains(&id))
     }
+}
+
+/// The survivors among `tree` (a walk of this process's descendants) of
+/// the stop signal `sig` sent to COMMAND's group `group` (to every
+/// descendant if `all_sent`), `skip` left out. The suite's own tools are
+/// seen through: a pgwrap, graceful or reap is never named, and the stop
+/// signal counts as sent to the group of each COMMAND a tool it reached
+/// leads (it passes the signal on); a process outside those groups is said
+/// not to have been sent it.
+pub fn below(
+    tree: &[Proc],
+    group: i32,
+    all_sent: bool,
+    sig: Signal,
+    skip: &BTreeSet<i32>,
+) -> Vec<Survivor> {
+    let tools = Tools::find();
+    let mut is_tool = BTreeMap::new();
+    let mut tool = |pid: i32| *is_tool.entry(pid).or_insert_with(|| tools.is_tool(pid));
+    let live: Vec<&Proc> = tree.iter().filter(|p| !p.is_zombie()).collect();
+    let mut reached: BTreeSet<i32> = [group].into();
+    let mut tools_reached: BTreeSet<i32> = BTreeSet::new();
+    loop {
+        let before = (reached.len(), tools_reached.len());
+        for p in &live {
+            if reached.contains(&p.pgid) && tool(p.pid) {
+                tools_reached.insert(p.pid);
+            }
+            // A COMMAND a reached tool leads (reap's back too: the front's
+            // child, in a group of its own).
+            if tools_reached.contains(&p.ppid) && p.pid == p.pgid {
+                reached.insert(p.pgid);
+            }
+        }
+        if (reached.len(), tools_reached.len()) == before {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    for p in live.iter().filter(|p| !skip.contains(&p.pid)) {
+        if tool(p.pid) {
+            continue;
+        }
+        if let Some(mut s) = survivor(p.pid, sig) {
+            s.sent = all_sent || reached.contains(&p.pgid);
+            out.push(s);
+        }
+    }
+    out
 }
 
 impl Reason {
