@@ -5,7 +5,7 @@
 //! agree, so no tool announces a cap at start. Run with its times scaled
 //! down (1 s -> 100 ms; graceful's fixed 0.5 s margin, which does not
 //! scale, added back to every grace that has a graceful below it): after a
-//! stop request the step gets its grace (the innermost graceful's: it
+//! stop request the step gets its grace (the shortest along the chain: it
 //! stops in 60% of it and exits 0, not killed by an outer grace), and the
 //! cleanup runs.
 
@@ -319,10 +319,11 @@ fn run_opts(layer: &Layer, full: bool, outer: bool) -> Vec<String> {
     out
 }
 
-/// The grace the innermost graceful or reap keeps, scaled: its own, or, for
-/// a graceful given no `--grace`, its default under the budget the layer
-/// above exports (that layer's run grace, margin added back, less the
-/// margin), taken silently.
+/// The shortest grace along the chain, scaled (each deadline is kept where
+/// it is set, so the step must stop within every one): each layer's own,
+/// or, for a graceful given no `--grace`, its default under the budget the
+/// layer above exports (that layer's run grace, margin added back, less
+/// the margin), taken silently.
 fn innermost_grace_ms(layers: &[Layer]) -> u64 {
     let mut budget: Option<u64> = None;
     let mut inner = None;
@@ -340,7 +341,7 @@ fn innermost_grace_ms(layers: &[Layer]) -> u64 {
         }
         let outer = layers[i + 1..].iter().any(|l| l.tool == "graceful");
         budget = Some(if outer { g + MARGIN_MS } else { g });
-        inner = Some(g);
+        inner = Some(inner.map_or(g, |i: u64| i.min(g)));
     }
     inner.unwrap()
 }
