@@ -34,6 +34,8 @@
 //!   * `--read`: also read stdin (main process only), printing `read: <line>` per line and
 //!     `eof` once at end of input; the probe keeps running after `eof`.
 //!   * `--sleep-ms N`: exit on its own after N ms (printing `exit pid=<pid>` first).
+//!   * `--role NAME`: the main process's ready line says `role=NAME` (tells apart the
+//!     probes a shell script starts).
 //!   * `--env PREFIX`: first print `env NAME=VALUE` for each environment variable whose name
 //!     starts with PREFIX (a cleanup's REAP_* where no shell can show them).
 //!
@@ -70,7 +72,7 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
             err_line(&format!("sigprobe: {msg}"));
             err_line(
                 "usage: sigprobe --status | [--ignore LIST] [--exit-on LIST|none] [--linger MS] \
-                 [--exit-code N] [--fork N] [--escape N] [--read] [--sleep-ms N] [--env PREFIX]",
+                 [--exit-code N] [--fork N] [--escape N] [--read] [--sleep-ms N] [--env PREFIX] [--role NAME]",
             );
             2
         }
@@ -112,6 +114,7 @@ struct Opts {
     read: bool,
     sleep_ms: Option<u64>,
     env_prefix: Option<String>,
+    role: Option<String>,
 }
 
 fn parse_args(args: &[String]) -> Result<Mode, String> {
@@ -126,6 +129,7 @@ fn parse_args(args: &[String]) -> Result<Mode, String> {
         read: false,
         sleep_ms: None,
         env_prefix: None,
+        role: None,
     };
     let mut exit_on: Option<Vec<c_int>> = None;
     let mut i = 0;
@@ -146,6 +150,7 @@ fn parse_args(args: &[String]) -> Result<Mode, String> {
                 | "--escape"
                 | "--sleep-ms"
                 | "--env"
+                | "--role"
         );
         let value = if takes_value {
             match inline {
@@ -179,6 +184,7 @@ fn parse_args(args: &[String]) -> Result<Mode, String> {
             "--linger" => opts.linger_ms = parse_num(name, &value)?,
             "--sleep-ms" => opts.sleep_ms = Some(parse_num(name, &value)?),
             "--env" => opts.env_prefix = Some(value),
+            "--role" => opts.role = Some(value),
             "--exit-code" => {
                 let n: u64 = parse_num(name, &value)?;
                 if n > 255 {
@@ -561,7 +567,7 @@ fn probe_mode(opts: &Opts) -> c_int {
         )
     };
     let role_name = match role {
-        Role::Main => "main",
+        Role::Main => opts.role.as_deref().unwrap_or("main"),
         Role::Child => "child",
         Role::Escapee => "escapee",
     };

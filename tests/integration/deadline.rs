@@ -185,3 +185,41 @@ fn an_inner_gracefuls_deadline_holds_through_pgwrap() {
     run.wait_exit(TIMEOUT);
     guard.wait_all_gone("nothing is left", TIMEOUT);
 }
+
+/// `graceful -- pgwrap -- JOB` whose leader stops at once but leaves a
+/// member that does not: pgwrap leaves with its COMMAND, graceful does not
+/// leave with pgwrap. Once the stop signal is sent graceful waits for
+/// everything below it, and kills at its deadline what is left, like
+/// `graceful -- JOB`.
+#[test]
+fn after_the_stop_graceful_waits_for_what_outlives_an_inner_pgwrap() {
+    let probe = sigprobe();
+    let script = format!("{probe} --role member --exit-on none & wait");
+    let mut run = Run::new(bin("graceful"))
+        .args(["-g", "1", "--", bin("pgwrap").to_str().unwrap(), "--"])
+        .args(["sh", "-c", &script])
+        .stderr_piped()
+        .spawn();
+    let member = run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let death = Death::watch(member.pid);
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", member.pid), TIMEOUT);
+    let killed = death.wait(Duration::from_secs(1) + SLACK);
+    assert!(killed >= sent + Duration::from_secs(1), "killed early");
+    let status = run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGTERM),
+        "pgwrap's status: {err}"
+    );
+    let want = format!(
+        "graceful: pid {} (sigprobe) is still running after the grace: it blocks TERM",
+        member.pid
+    );
+    assert!(err.lines().any(|l| l == want), "no {want:?} in:\n{err}");
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+}
