@@ -174,11 +174,14 @@ impl<'a> Supervisor<'a> {
             self.machine.on(Event::GroupGone, now);
             return;
         }
-        // After the kill signal graceful waits for everything below it (an
-        // inner reap's cleanup included). A live descendant means a live
-        // child (the others were re-parented to graceful): each exit of one
+        // Once the stop signal is sent graceful waits for everything below
+        // it (an inner reap's cleanup included), until the deadline reaches
+        // it: what outlives an inner pgwrap or a process that left the
+        // group is not left behind. A live descendant means a live child
+        // (the others were re-parented to graceful): each exit of one
         // arrives as SIGCHLD.
-        if self.machine.killed() && descend::usable() {
+        let stopping = self.machine.stop_signal().is_some() || self.machine.killed();
+        if stopping && descend::usable() {
             if !self.waiting_below {
                 self.waiting_below = true;
                 verbose!("waiting for every process below graceful to end");

@@ -141,13 +141,17 @@ pub fn below(
             break;
         }
     }
+    // A group whose leader is gone cannot be placed: its members may have
+    // been sent the signal by a tool that has left since; only a group led
+    // by a live process outside the reached ones was surely not sent it.
+    let leaders: BTreeSet<i32> = live.iter().map(|p| p.pid).collect();
     let mut out = Vec::new();
     for p in live.iter().filter(|p| !skip.contains(&p.pid)) {
         if tool(p.pid) {
             continue;
         }
         if let Some(mut s) = survivor(p.pid, sig) {
-            s.sent = all_sent || reached.contains(&p.pgid);
+            s.sent = all_sent || reached.contains(&p.pgid) || !leaders.contains(&p.pgid);
             out.push(s);
         }
     }
