@@ -15,10 +15,10 @@
 //! process forked in between gets it too; none gets it twice.
 
 use pgkit::descend::{self, Proc, Sent};
-use pgkit::guard::Marks;
+use pgkit::guard::Spare;
 use pgkit::survivors::{self, Survivor};
 use pgkit::{verbose, Signal};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// One walk of the tree below graceful.
 pub struct Walk {
@@ -30,17 +30,15 @@ pub struct Walk {
 
 #[derive(Default)]
 pub struct Below {
-    marks: Option<Marks>,
-    /// Processes spared as part of a cleanup's tree (pid, start time).
-    cleanup_tree: BTreeSet<(i32, u64)>,
+    spare: Option<Spare>,
     /// Processes the kill signal was sent to (pid, start time).
     killed: BTreeSet<(i32, u64)>,
 }
 
 impl Below {
-    pub fn new(marks: Option<Marks>) -> Below {
+    pub fn new(spare: Option<Spare>) -> Below {
         Below {
-            marks,
+            spare,
             ..Below::default()
         }
     }
@@ -49,45 +47,10 @@ impl Below {
     /// usable `/proc`.
     pub fn walk(&mut self) -> Option<Walk> {
         let tree = descend::descendants()?;
-        // Every mark is read after the walk: a process the walk found was
-        // started after its parent took its mark (reap marks itself before
-        // it starts the cleanup), so the mark is seen.
-        let parent: BTreeMap<i32, i32> = tree.iter().map(|p| (p.pid, p.ppid)).collect();
-        let start: BTreeMap<i32, u64> = tree.iter().map(|p| (p.pid, p.start)).collect();
-        let mut held = BTreeMap::new();
-        let mut held_of = |pid: i32| match (&self.marks, held.get(&pid)) {
-            (_, Some(&h)) => h,
-            (None, None) => pgkit::guard::Held::default(),
-            (Some(m), None) => {
-                let h = m.held(pid);
-                held.insert(pid, h);
-                h
-            }
+        let guarded = match self.spare.as_mut() {
+            Some(spare) => spare.guarded(&tree),
+            None => BTreeSet::new(),
         };
-        let mut guarded = BTreeSet::new();
-        for p in tree.iter().filter(|p| !p.is_zombie()) {
-            if held_of(p.pid).back {
-                guarded.insert(p.pid);
-                continue;
-            }
-            // Up the tree: a cleanup's, or below one?
-            let mut at = Some(p.pid);
-            while let Some(pid) = at {
-                let remembered = start
-                    .get(&pid)
-                    .is_some_and(|&s| self.cleanup_tree.contains(&(pid, s)));
-                if remembered || held_of(pid).cleanup {
-                    guarded.insert(p.pid);
-                    self.cleanup_tree.insert((p.pid, p.start));
-                    break;
-                }
-                // Up to graceful's own children (graceful holds the marks).
-                at = parent
-                    .get(&pid)
-                    .copied()
-                    .filter(|pp| start.contains_key(pp));
-            }
-        }
         Some(Walk { tree, guarded })
     }
 

@@ -69,12 +69,9 @@ fn run() -> ! {
         None => spawn.env_remove(budget::VAR),
     };
     // What an inner reap guards is spared by the deadline (pgkit::guard).
-    let marks = pgkit::guard::Marks::new()
-        .map_err(|e| verbose!("no marks for an inner reap ({e}): its subreaper is not spared"))
-        .ok();
-    if let Some(m) = &marks {
-        let var = pgkit::guard::VAR;
-        spawn.env(var, m.export(std::env::var_os(var).as_deref()));
+    let spare = pgkit::guard::Spare::new();
+    if let Some(spare) = &spare {
+        spawn.env(pgkit::guard::VAR, spare.export());
     }
     service.command(&mut spawn);
     let child = match spawn.spawn(&startup) {
@@ -95,7 +92,7 @@ fn run() -> ! {
     );
 
     let jobs = JobControl::new(handed_over, mode);
-    let below = below::Below::new(marks);
+    let below = below::Below::new(spare);
     let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs, relay, below);
     let status = supervisor.run();
     let timed_out = supervisor.finish();

@@ -800,6 +800,10 @@ impl<'a> Back<'a> {
         if let Some(cg) = self.sweeper.cgroup() {
             spawn.cgroup(cg.dir_fd(), cg.procs_fd());
         }
+        // An inner reap marks itself for this one too (pgkit::guard).
+        if let Some(value) = self.sweeper.guard_env() {
+            spawn.env(pgkit::guard::VAR, value);
+        }
         // The budget along a chain: an inner graceful caps its grace to
         // this (and says so at start).
         match self.config.grace() {

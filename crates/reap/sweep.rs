@@ -26,6 +26,7 @@
 
 use pgkit::cgroup::Cgroup;
 use pgkit::descend::{self, Proc, Sent};
+use pgkit::guard::Spare;
 use pgkit::{reap, verbose, Child, Signal, Target};
 // B-trees, not hash maps: no random seed (a getrandom call) at start, and
 // the same order on every run.
@@ -69,6 +70,9 @@ pub struct Sweeper {
     /// A child of ours outlived the cgroup's last member: the walk
     /// finds the rest.
     escaped: bool,
+    /// What an inner reap guards is left to it (pgkit::guard): its
+    /// subreaper process, and its cleanup with all below it.
+    spare: Option<Spare>,
 }
 
 impl Sweeper {
@@ -82,6 +86,20 @@ impl Sweeper {
             cgroup: None,
             members: BTreeSet::new(),
             escaped: false,
+            spare: Spare::new(),
+        }
+    }
+
+    /// GRACEFUL_GUARD for COMMAND, so an inner reap marks itself for us.
+    pub fn guard_env(&self) -> Option<std::ffi::OsString> {
+        self.spare.as_ref().map(Spare::export)
+    }
+
+    /// The processes of `tree` an inner reap guards.
+    fn guarded(&mut self, tree: &[Proc]) -> BTreeSet<i32> {
+        match self.spare.as_mut() {
+            Some(spare) => spare.guarded(tree),
+            None => BTreeSet::new(),
         }
     }
 
@@ -275,8 +293,12 @@ impl Sweeper {
         };
         let me = std::process::id() as i32;
         let pids: BTreeSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
+        let guarded = self.guarded(&tree);
         let mut sent = 0;
-        for p in tree.iter().filter(|p| !p.is_zombie()) {
+        for p in tree
+            .iter()
+            .filter(|p| !p.is_zombie() && !guarded.contains(&p.pid))
+        {
             if self.marks.get(&p.pid).is_some_and(|m| m.start == p.start) {
                 continue;
             }
@@ -339,7 +361,11 @@ impl Sweeper {
         };
         let me = std::process::id() as i32;
         let pids: BTreeSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
-        for p in tree.iter().filter(|p| !p.is_zombie() && p.pgid != group) {
+        let guarded = self.guarded(&tree);
+        for p in tree
+            .iter()
+            .filter(|p| !p.is_zombie() && p.pgid != group && !guarded.contains(&p.pid))
+        {
             self.send(p, sig, &pids);
         }
     }

@@ -223,3 +223,31 @@ fn after_the_stop_graceful_waits_for_what_outlives_an_inner_pgwrap() {
     assert!(err.lines().any(|l| l == want), "no {want:?} in:\n{err}");
     guard.wait_all_gone("nothing is left", TIMEOUT);
 }
+
+/// `reap -- reap -c CLEANUP -- JOB`, the outer front SIGKILLed with its
+/// group (a CI agent's kill): the outer subreaper kills COMMAND's tree at
+/// once, but not what the inner reap guards: the inner cleanup still runs,
+/// once, and the outer one after it.
+#[test]
+fn an_outer_reaps_kill_spares_an_inner_reaps_cleanup() {
+    let probe = sigprobe();
+    let dir = crate::kit::temp_dir("reap-over-reap");
+    let log = dir.join("cleanups");
+    let inner = format!("sleep 0.5; echo inner >> '{}'", log.display());
+    let outer = format!("echo outer >> '{}'", log.display());
+    let mut run = Run::new(bin("reap"))
+        .args(["--cleanup", &outer, "--", bin("reap").to_str().unwrap()])
+        .args(["--cleanup", &inner, "--", &probe, "--exit-on", "none"])
+        .setpgid(true)
+        .stderr_piped()
+        .spawn();
+    let job = run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    run.signal_group(libc::SIGKILL);
+    run.wait_exit(TIMEOUT);
+    guard.wait_all_gone("both reaps have ended", TIMEOUT + SLACK);
+    assert!(!procfs::alive(job.pid));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(text, "inner\nouter\n", "the cleanups that ran");
+}

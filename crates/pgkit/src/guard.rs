@@ -27,8 +27,9 @@
 //! that cannot open the path (another user, `/proc` of another PID
 //! namespace) is not recognised: its back is killed with the rest.
 
-use crate::procfs;
+use crate::procfs::{self, Proc};
 use rustix::fs::{Mode, OFlags};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -110,6 +111,73 @@ impl Marks {
             }
         }
         held
+    }
+}
+
+/// A tool's marks and what they spared so far: graceful's deadline and
+/// reap's sweep both leave alone what an inner reap guards.
+pub struct Spare {
+    marks: Marks,
+    /// Processes spared as part of a cleanup's tree (pid, start time): a
+    /// cleanup re-parented to us when its reap died stays spared.
+    cleanup_tree: BTreeSet<(i32, u64)>,
+}
+
+impl Spare {
+    /// New marks; `None` (nothing is spared) if the pipes cannot be made.
+    pub fn new() -> Option<Spare> {
+        match Marks::new() {
+            Ok(marks) => Some(Spare {
+                marks,
+                cleanup_tree: BTreeSet::new(),
+            }),
+            Err(e) => {
+                crate::verbose!("no marks for an inner reap ({e}): it is not spared");
+                None
+            }
+        }
+    }
+
+    /// The variable's value for COMMAND (see [`Marks::export`]).
+    pub fn export(&self) -> OsString {
+        self.marks.export(std::env::var_os(VAR).as_deref())
+    }
+
+    /// The live processes of `tree` (a walk of this process's descendants)
+    /// that an inner reap guards. Every mark is read after the walk: a
+    /// process the walk found was started after its parent took its mark
+    /// (reap marks itself before it starts the cleanup), so it is seen.
+    pub fn guarded(&mut self, tree: &[Proc]) -> BTreeSet<i32> {
+        let parent: BTreeMap<i32, i32> = tree.iter().map(|p| (p.pid, p.ppid)).collect();
+        let start: BTreeMap<i32, u64> = tree.iter().map(|p| (p.pid, p.start)).collect();
+        let mut held: BTreeMap<i32, Held> = BTreeMap::new();
+        let marks = &self.marks;
+        let mut held_of = |pid: i32| *held.entry(pid).or_insert_with(|| marks.held(pid));
+        let mut guarded = BTreeSet::new();
+        for p in tree.iter().filter(|p| !p.is_zombie()) {
+            if held_of(p.pid).back {
+                guarded.insert(p.pid);
+                continue;
+            }
+            // Up the tree, to our own children (we hold the marks
+            // ourselves): a cleanup's, or below one?
+            let mut at = Some(p.pid);
+            while let Some(pid) = at {
+                let remembered = start
+                    .get(&pid)
+                    .is_some_and(|&s| self.cleanup_tree.contains(&(pid, s)));
+                if remembered || held_of(pid).cleanup {
+                    guarded.insert(p.pid);
+                    self.cleanup_tree.insert((p.pid, p.start));
+                    break;
+                }
+                at = parent
+                    .get(&pid)
+                    .copied()
+                    .filter(|pp| start.contains_key(pp));
+            }
+        }
+        guarded
     }
 }
 
