@@ -9,6 +9,8 @@ use kit::{procfs, reap as reap_kit, skip, tmux};
 mod budgets;
 /// reap --cgroup: COMMAND's own cgroup v2, cgroup.kill, cgroup.events; the refusals.
 mod cgroup;
+/// The chain matrix: every chain of one to three tools × ways a job ends × job shapes.
+mod chains;
 /// reap's cleanup: order, environment, shielding, timeout, exit status.
 mod cleanup;
 /// Malformed invocations: 125, one line, nothing started; each tool's options.

@@ -869,6 +869,11 @@ struct Expect {
     reap_env: Option<(i32, &'static str)>,
     /// Leftovers of the root's group are allowed (no graceful saw them out).
     group_may_stay: bool,
+    /// A graceful sent its stop signal and was not killed: it waits for
+    /// everything below it, and its deadline reaches all of it (graceful(1),
+    /// "The deadline reaches everything below"): nothing of the tree may
+    /// stay, whatever group or session it went to.
+    nothing_may_stay: bool,
     /// reap's back was killed, then its front before it was done: no
     /// process of reap was left to run the cleanup or end the leftovers.
     unguarded: bool,
@@ -1599,13 +1604,20 @@ fn expectations(sc: &Scenario) -> BTreeSet<Expect> {
             && !sim.layers[k - 1].killed
             && (sc.mode != Mode::NoProc || sim.layers[k - 1].stop_sent);
         let unguarded = sim.layers.iter().any(|l| l.back_killed && l.killed);
+        let nothing_may_stay = sc.mode != Mode::NoProc
+            && (0..k).any(|i| {
+                matches!(sc.layers[i], Tool::Graceful(_))
+                    && sim.layers[i].stop_sent
+                    && !sim.layers[i].killed
+            });
         let cleanup_may_die = (sim.layers.iter())
             .any(|l| l.cleanup_killed || (l.back_killed && !l.lost_env && l.child_done.is_some()));
         if let Some(status) = sim.final_status {
             out.insert(Expect {
                 status,
                 reap_env: sim.reap_env,
-                group_may_stay: !inner_graceful_done,
+                group_may_stay: !inner_graceful_done && !nothing_may_stay,
+                nothing_may_stay,
                 unguarded,
                 cleanup_may_die,
             });
@@ -2071,6 +2083,9 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
 
     // Leftovers.
     let group_may_stay = expects.iter().any(|e| e.group_may_stay) || faulty;
+    // Under every order the contract allows, a graceful saw the whole
+    // tree out: no node may stay, in the root's group or not.
+    let nothing_may_stay = !faulty && expects.iter().all(|e| e.nothing_may_stay);
     // Both of reap's processes killed: nothing ends what is left.
     let anything_may_stay = expects.iter().any(|e| e.unguarded);
     for line in rep.lines.iter().filter(|l| l.starts_with("leftover ")) {
@@ -2080,7 +2095,7 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
             .and_then(|n| n.parse::<usize>().ok());
         let allowed = if anything_may_stay && node.is_some() {
             true
-        } else if reap_at.is_some() {
+        } else if reap_at.is_some() || nothing_may_stay {
             false
         } else {
             match node {
