@@ -321,6 +321,11 @@ fn reap_names_an_unsent_escapee_as_such_and_sees_through_pgwrap() {
     guard.watch(sleep);
     guard.watch_tree(run.pid());
     let pgwrap = procfs::ppid(job.pid).unwrap();
+    // `setsid` has run and become sleep: it left the group for good.
+    procfs::wait_until("the escapee is in a session of its own", TIMEOUT, || {
+        procfs::sid(sleep) == Some(sleep)
+            && procfs::cmdline(sleep).is_some_and(|c| c.first().is_some_and(|a| a == "sleep"))
+    });
     run.signal(libc::SIGTERM);
     run.wait_exit(TIMEOUT);
     let err = run.stderr_all();
