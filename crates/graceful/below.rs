@@ -54,6 +54,38 @@ impl Below {
         Some(Walk { tree, guarded })
     }
 
+    /// After the stop signal, before the kill: whether a live process below
+    /// graceful still holds the stop up. That is every one but those that
+    /// left for a group of their own led by a live process that is not one
+    /// of the suite's tools nor a tool's COMMAND (a `setsid` escapee, a
+    /// sub-group: the stop signal never went to them, as it would not under
+    /// `graceful -- JOB`; under a reap its sweep stops them). A member whose
+    /// leader is gone (the COMMAND of an inner pgwrap that has left) holds
+    /// it up, and the deadline kills it. `None` without a usable `/proc`.
+    pub fn held_up(&mut self, group: i32) -> Option<bool> {
+        let walk = self.walk()?;
+        let me = std::process::id() as i32;
+        let tools = survivors::Tools::find();
+        let mut is_tool = std::collections::BTreeMap::new();
+        let mut tool = |pid: i32| *is_tool.entry(pid).or_insert_with(|| tools.is_tool(pid));
+        let live: std::collections::BTreeMap<i32, &Proc> = walk
+            .tree
+            .iter()
+            .filter(|p| !p.is_zombie())
+            .map(|p| (p.pid, p))
+            .collect();
+        for p in live.values() {
+            let left = p.pgid != group
+                && live.get(&p.pgid).is_some_and(|l| {
+                    !tool(l.pid) && (l.ppid == me || !live.contains_key(&l.ppid) || !tool(l.ppid))
+                });
+            if !left {
+                return Some(true);
+            }
+        }
+        Some(false)
+    }
+
     /// Send `sig` to every live process of `walk` outside COMMAND's group
     /// `group` (which got it already) and not guarded, once each.
     pub fn kill(&mut self, walk: &Walk, group: i32, sig: Signal) {

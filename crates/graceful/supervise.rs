@@ -174,19 +174,35 @@ impl<'a> Supervisor<'a> {
             self.machine.on(Event::GroupGone, now);
             return;
         }
-        // Once the stop signal is sent graceful waits for everything below
-        // it (an inner reap's cleanup included), until the deadline reaches
-        // it: what outlives an inner pgwrap or a process that left the
-        // group is not left behind. A live descendant means a live child
-        // (the others were re-parented to graceful): each exit of one
-        // arrives as SIGCHLD.
-        let stopping = self.machine.stop_signal().is_some() || self.machine.killed();
-        if stopping && descend::usable() {
+        // After the kill signal graceful waits for everything below it (an
+        // inner reap's cleanup included); after the stop signal, for what
+        // holds the stop up (below.rs): what outlives an inner pgwrap is not
+        // left behind. A live descendant means a live child (the others
+        // were re-parented to graceful): each exit of one arrives as
+        // SIGCHLD; the deadline's timer wakes graceful in any case.
+        if self.machine.killed() && descend::usable() {
             if !self.waiting_below {
                 self.waiting_below = true;
                 verbose!("waiting for every process below graceful to end");
             }
             return;
+        }
+        if self.machine.stop_signal().is_some() {
+            match self.below.held_up(self.child.pid()) {
+                Some(true) => {
+                    if !self.waiting_below {
+                        self.waiting_below = true;
+                        verbose!("waiting for what holds the stop up below graceful");
+                    }
+                    return;
+                }
+                Some(false) => {
+                    verbose!("nothing below graceful holds the stop up");
+                    self.machine.on(Event::GroupGone, now);
+                    return;
+                }
+                None => {}
+            }
         }
         if !descend::usable() {
             return self.watch_group_blind(now);

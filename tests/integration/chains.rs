@@ -4,8 +4,9 @@
 //! chain rules (design.md, "Chains"):
 //!
 //! - what the equivalent single tool would have stopped is gone (a reap in
-//!   the chain: everything; a graceful: everything below it once it was
-//!   asked to stop; pgwrap alone: what obeys the signal it passes on), a
+//!   the chain: everything; a graceful: what holds its stop up, its group
+//!   through inner tools that left; pgwrap alone: what obeys the signal it
+//!   passes on), a
 //!   member that holds the stop up with the stop signal before the kill
 //!   wherever a grace applies;
 //! - no stranger is signalled (a decoy in a session of its own);
@@ -253,8 +254,11 @@ fn must_end(cell: &Cell) -> bool {
     if cell.end == End::TermThenKill {
         return cell.shape.in_group() && cell.shape.obeys_term();
     }
+    // graceful waits for what holds the stop up (its group, through inner
+    // tools that left), and its deadline kills it; a process that left for
+    // a group of its own is not waited for (as under `graceful -- JOB`).
     if cell.has("graceful") {
-        return true;
+        return cell.shape.in_group();
     }
     cell.shape.in_group() && cell.shape.obeys_term()
 }

@@ -869,8 +869,8 @@ struct Expect {
     reap_env: Option<(i32, &'static str)>,
     /// Leftovers of the root's group are allowed (no graceful saw them out).
     group_may_stay: bool,
-    /// A graceful sent its stop signal and was not killed: it waits for
-    /// everything below it, and its deadline reaches all of it (graceful(1),
+    /// A graceful's deadline came while it ran (and it was not killed
+    /// after): its kill signal reaches everything below it (graceful(1),
     /// "The deadline reaches everything below"): nothing of the tree may
     /// stay, whatever group or session it went to.
     nothing_may_stay: bool,
@@ -948,6 +948,8 @@ struct Layer {
     cancel_at: Option<u64>,
     /// The grace this layer gives (graceful: capped by an outer grace).
     grace: u64,
+    /// graceful's deadline came while it ran: its kill reached below.
+    killed_below: bool,
 }
 
 struct Sim<'a> {
@@ -1455,6 +1457,7 @@ impl Sim<'_> {
             Ev::CatchExit => self.root_end(t, Outcome::Exit(3)),
             Ev::Deadline(i) => {
                 if !self.layers[i].gone && self.layers[i].child_done.is_none() {
+                    self.layers[i].killed_below = true;
                     self.kill(i + 1, t);
                 }
             }
@@ -1604,19 +1607,24 @@ fn expectations(sc: &Scenario) -> BTreeSet<Expect> {
             && !sim.layers[k - 1].killed
             && (sc.mode != Mode::NoProc || sim.layers[k - 1].stop_sent);
         let unguarded = sim.layers.iter().any(|l| l.back_killed && l.killed);
-        let nothing_may_stay = sc.mode != Mode::NoProc
-            && (0..k).any(|i| {
-                matches!(sc.layers[i], Tool::Graceful(_))
-                    && sim.layers[i].stop_sent
-                    && !sim.layers[i].killed
-            });
+        // A graceful that sent its stop signal waits for what holds it up
+        // below (the root's group included, through inner tools that have
+        // left), and its deadline kills everything below it.
+        let graceful_ran = |i: usize, since: fn(&Layer) -> bool| {
+            sc.mode != Mode::NoProc
+                && matches!(sc.layers[i], Tool::Graceful(_))
+                && since(&sim.layers[i])
+                && !sim.layers[i].killed
+        };
+        let group_seen_out = (0..k).any(|i| graceful_ran(i, |l| l.stop_sent));
+        let nothing_may_stay = (0..k).any(|i| graceful_ran(i, |l| l.killed_below));
         let cleanup_may_die = (sim.layers.iter())
             .any(|l| l.cleanup_killed || (l.back_killed && !l.lost_env && l.child_done.is_some()));
         if let Some(status) = sim.final_status {
             out.insert(Expect {
                 status,
                 reap_env: sim.reap_env,
-                group_may_stay: !inner_graceful_done && !nothing_may_stay,
+                group_may_stay: !inner_graceful_done && !group_seen_out,
                 nothing_may_stay,
                 unguarded,
                 cleanup_may_die,
