@@ -395,6 +395,16 @@ pub fn run_cell(cell: &Cell) -> (Vec<String>, Option<Seen>) {
     if leader > 0 && guard.alive().contains(&leader) {
         fails.push("the job's leader is left".into());
     }
+    // The probe's last lines may still be on their way through the pipe.
+    let said = |l: &String| {
+        l.starts_with(&format!("exit pid={}", probe.pid))
+            || l.starts_with(&format!("got TERM pid={} ", probe.pid))
+    };
+    if !procfs::alive(probe.pid) {
+        wait_for(Duration::from_secs(1), || {
+            run.lines_so_far().iter().any(said)
+        });
+    }
     let lines = run.lines_so_far();
     let got_term = lines
         .iter()
