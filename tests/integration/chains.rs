@@ -636,7 +636,11 @@ fn table(results: &[(Cell, Vec<String>, Option<Seen>)]) -> String {
     };
     for end in [End::TermTool, End::Exits] {
         if end == End::Exits {
-            out.push_str("\n## COMMAND exits by itself (status 5)\n\n");
+            out.push_str(
+                "\n## COMMAND exits by itself (status 5)\n\n\
+                 Here **stopped** means the chain waited for it to end by itself (it lives\n\
+                 0.8 s); **left**, that the chain ended first.\n\n",
+            );
         }
         header(&mut out);
         for ((_, name), cells) in &by_chain {
