@@ -78,7 +78,10 @@ impl Marks {
     /// The value COMMAND gets: the `outer` entries (well-formed ones, the
     /// newest kept), then this graceful's.
     pub fn export(&self, outer: Option<&OsStr>) -> OsString {
-        let start = procfs::stat(procfs::own_pid()).map_or(0, |p| p.start);
+        let start = procfs::read("/proc/self/stat")
+            .ok()
+            .and_then(|t| procfs::parse_stat(&t))
+            .map_or(0, |p| p.start);
         let own = format!(
             "{}:{start}:{}:{}",
             procfs::own_pid(),
