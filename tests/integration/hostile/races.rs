@@ -232,8 +232,14 @@ fn a_group_signal_while_command_is_being_spawned_is_the_tools_alone() {
         .and_then(|t| t.parse::<i32>().ok())
         .filter(|&t| t > 0);
     let mut child = 0;
+    // The child strace follows (-f), held in its delayed setpgid: not the
+    // short-lived process strace's -DDD forks from pgwrap's pid before the
+    // exec, which may still be pgwrap's child, exiting, at this moment.
     procfs::wait_until("pgwrap's child, still in pgwrap's group", TIMEOUT, || {
-        child = procfs::children_of(pgwrap).first().copied().unwrap_or(0);
+        child = procfs::children_of(pgwrap)
+            .into_iter()
+            .find(|&c| procfs::status_field(c, "TracerPid").is_some_and(|t| t != "0"))
+            .unwrap_or(0);
         child > 0
     });
     assert_eq!(
