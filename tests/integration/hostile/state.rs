@@ -618,9 +618,13 @@ fn pgwrap_and_graceful_as_pid_1_reap_adopted_orphans() {
 // ---------------------------------------------------------------------------------------------
 // 7. Linking pgkit
 
-/// The newest `libpgkit-*.rlib` next to the binaries under test.
+/// The newest `libpgkit-*.rlib` of this test binary's build.
 fn pgkit_rlib() -> Option<PathBuf> {
-    let deps = bin("pgwrap").parent()?.join("deps");
+    // Beside this test binary (target/debug/deps): the engine built for
+    // this toolchain's host, whichever build of the tools the run tests
+    // (PGWRAP_TEST_STATIC's musl build is another target's).
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?.to_path_buf();
     std::fs::read_dir(&deps)
         .ok()?
         .filter_map(|e| e.ok())
