@@ -73,6 +73,30 @@ def build_release():
                    check=True)
 
 
+def debian_mirror():
+    """The Debian archive this machine's apt already uses (its first URI
+    that is not the security archive), or None."""
+    import glob
+    for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+        with open(path) as f:
+            for line in f:
+                if line.startswith("URIs:"):
+                    for uri in line.split()[1:]:
+                        if "security" not in uri:
+                            return uri
+    for path in ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.list")):
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            words = [w for w in line.split() if not w.startswith("[")]
+            if len(words) > 1 and words[0] == "deb" and "security" not in words[1]:
+                return words[1]
+    return None
+
+
 def build_helpers():
     """scripts/bench-c into target/bench: floor (static glibc), floor-musl,
     floor-raw, floor-rs, sigwatch. The floors are stripped, as the tools are."""
@@ -114,8 +138,12 @@ def build_tini_musl():
     for d in (parts, os.path.join(apt, "lists", "partial"),
               os.path.join(apt, "cache", "archives", "partial"), os.path.join(apt, "src")):
         os.makedirs(d, exist_ok=True)
+    mirror = debian_mirror()
+    if not mirror:
+        log("no Debian mirror in this machine's apt sources: tini-musl not built")
+        return
     with open(os.path.join(parts, "bookworm-src.sources"), "w") as f:
-        f.write("Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n"
+        f.write(f"Types: deb-src\nURIs: {mirror}\nSuites: bookworm\n"
                 "Components: main\n"
                 "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
     empty = os.path.join(apt, "sources.list")
