@@ -263,7 +263,9 @@ fn verbose_with_a_broken_stderr_does_not_spin() {
 #[test]
 fn verbose_names_the_leftovers_it_signals() {
     let mut run = crate::reap_kit::reap(["-v", "--grace", "5s", "--", "sh", "-c"])
-        .arg("sleep 30 & echo up")
+        // "up" once the leftover runs sleep (not the shell's fork of it
+        // still), so the line names it as it is when the sweep comes.
+        .arg("sleep 30 & while [ \"$(cat /proc/$!/comm)\" != sleep ]; do :; done; echo up")
         .stderr_piped()
         .spawn();
     run.expect_line("up", TIMEOUT);

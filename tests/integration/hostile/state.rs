@@ -1019,6 +1019,20 @@ fn a_group_kill_before_command_starts_means_command_never_starts() {
             &why,
         );
     }
+    // strace itself, on a loaded machine, may fail to hold the delay it
+    // injects ("dispatch_event: pid N has delayed wait data set already"):
+    // then the window was never open and the run says nothing of reap. It
+    // is tried again, three times at most; any other outcome is final.
+    for attempt in 1..=3 {
+        if kill_before_command_starts(attempt == 3) {
+            return;
+        }
+    }
+}
+
+/// One run of the test above; `false` if strace could not hold the window
+/// (and `last` is not set).
+fn kill_before_command_starts(last: bool) -> bool {
     let dir = temp_dir("kill-before-start");
     let marker = dir.join("cleanup");
     let started = dir.join("command-ran");
@@ -1056,11 +1070,15 @@ fn a_group_kill_before_command_starts_means_command_never_starts() {
         .lines()
         .filter(|l| l.contains("started pid"))
         .collect();
+    if !last && stderr.contains("strace: dispatch_event") {
+        return false;
+    }
     assert!(
         spawned.is_empty() && !started.exists(),
         "COMMAND was started after the front's group was killed: {spawned:?}\nstderr:\n{stderr}"
     );
     assert_eq!(cause.trim(), "cause=lost");
+    true
 }
 
 #[test]
