@@ -165,6 +165,24 @@ struct Line {
     overflow: bool,
 }
 
+impl Line {
+    /// `value` as it displays, in a line's buffer on the stack (a
+    /// signal's name, for the events that carry it).
+    fn of(value: impl std::fmt::Display) -> Line {
+        let mut line = Line {
+            buf: [0; LINE],
+            len: 0,
+            overflow: false,
+        };
+        let _ = write!(line, "{value}");
+        line
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
 impl std::fmt::Write for Line {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         let end = self.len + s.len();
@@ -320,13 +338,8 @@ pub fn signal(sig: crate::Signal, from: i32, action: &str, out: Option<crate::Si
     if !enabled() {
         return;
     }
-    let mut name = Line {
-        buf: [0; LINE],
-        len: 0,
-        overflow: false,
-    };
-    let _ = write!(name, "{sig}");
-    let name = std::str::from_utf8(&name.buf[..name.len]).unwrap_or("");
+    let name = Line::of(sig);
+    let name = name.as_str();
     let mapped = out.filter(|&o| o != sig);
     let mut as_name = Line {
         buf: [0; LINE],
@@ -368,13 +381,8 @@ pub fn sent(kind: &str, sig: crate::Signal, target: &str, group: i32, grace_ms: 
     if !enabled() {
         return;
     }
-    let mut name = Line {
-        buf: [0; LINE],
-        len: 0,
-        overflow: false,
-    };
-    let _ = write!(name, "{sig}");
-    let name = std::str::from_utf8(&name.buf[..name.len]).unwrap_or("");
+    let name = Line::of(sig);
+    let name = name.as_str();
     let fields = [
         ("signal", Value::Int(sig.raw().into())),
         ("name", Value::Str(name)),
