@@ -241,10 +241,17 @@ impl Sweeper {
     /// `--cgroup`: `sig` to every member not signalled in this stage; KILL
     /// to all at once.
     fn cgroup_round(&mut self, sig: Signal) -> usize {
+        if self.cgroup.is_none() {
+            return 0;
+        }
+        // An inner reap in the cgroup: what it guards stays out of this
+        // stage (as marked), and KILL goes member by member.
+        let guarded = self.cgroup_guarded();
+        self.members.extend(&guarded);
         let Some(cg) = self.cgroup.as_ref() else {
             return 0;
         };
-        if sig == Signal::KILL {
+        if sig == Signal::KILL && guarded.is_empty() {
             return match cg.kill() {
                 Ok(0) => 0,
                 Ok(n) => {
@@ -268,6 +275,22 @@ impl Sweeper {
             );
         }
         sent
+    }
+
+    /// `--cgroup`: what an inner reap guards. Nothing is read unless a
+    /// process holds one of our marks (one `poll`); then the tree is walked
+    /// as without `--cgroup`.
+    fn cgroup_guarded(&mut self) -> BTreeSet<i32> {
+        if !self.spare.as_ref().is_some_and(Spare::any_held) {
+            return BTreeSet::new();
+        }
+        match descend::descendants() {
+            Some(tree) => self.guarded(&tree),
+            None => {
+                verbose!("an inner reap is marked, but /proc cannot be walked: it is not spared");
+                BTreeSet::new()
+            }
+        }
     }
 
     fn warn_once(&mut self, what: &str) {
@@ -347,9 +370,12 @@ impl Sweeper {
     /// `group` (COMMAND's, which got it from the forward). Where the tree
     /// cannot be walked, COMMAND's group is all that can be reached.
     pub fn stop_all(&mut self, sig: Signal, group: i32) {
-        if let (Finder::Cgroup, Some(cg)) = (self.finder(), self.cgroup.as_ref()) {
-            // COMMAND's group got it already: only the members outside it.
-            cg.signal_outside(sig, group);
+        if self.finder() == Finder::Cgroup && self.cgroup.is_some() {
+            let guarded = self.cgroup_guarded();
+            if let Some(cg) = self.cgroup.as_ref() {
+                // COMMAND's group got it already: only the members outside it.
+                cg.signal_outside(sig, group, &guarded);
+            }
             return;
         }
         if self.finder() != Finder::Proc {

@@ -546,3 +546,62 @@ fn a_child_that_left_the_cgroup_is_still_swept() {
         run.stderr_all()
     );
 }
+
+/// `reap --cgroup -c OUTER -- reap -c INNER -- JOB`, the outer front
+/// SIGKILLed with its group (a CI agent's kill): the outer reap kills
+/// COMMAND's cgroup, but not what the inner reap guards, which is in that
+/// cgroup too. The inner cleanup still runs, once, and the outer one after
+/// it, as without `--cgroup` (deadline.rs).
+fn over_an_inner_reap(test: &str, with: bool) {
+    if cgroup_or_skip(test).is_none() {
+        return;
+    }
+    let tag = tag(test, with);
+    let _cleanup = Marked(tag.clone());
+    let dir = crate::kit::temp_dir("cgroup-reap-over-reap");
+    let log = dir.join("cleanups");
+    let inner = format!("sleep 0.5; echo inner >> '{}'", log.display());
+    let outer = format!("echo outer >> '{}'", log.display());
+    let reap_bin = crate::kit::bin("reap");
+    let mut args = vec!["--cleanup", &outer];
+    if with {
+        args.push("--cgroup");
+    }
+    args.extend(["--", reap_bin.to_str().unwrap(), "--cleanup", &inner]);
+    args.extend(["--", "sh", "-c", "echo up; exec sleep 600"]);
+    let mut run = reap(args)
+        .env("PGWRAP_CGROUP_TEST", &tag)
+        .setpgid(true)
+        .stderr_piped()
+        .spawn();
+    run.expect_line("up", TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    run.signal_group(libc::SIGKILL);
+    run.wait_exit(TIMEOUT);
+    guard.wait_all_gone("both reaps have ended", TIMEOUT + crate::grace::SLACK);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        text, "inner\nouter\n",
+        "the cleanups that ran (--cgroup: {with})"
+    );
+    let left = marked(&tag);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn an_inner_reaps_cleanup_is_spared_by_the_kill_with_cgroup() {
+    over_an_inner_reap(
+        "an_inner_reaps_cleanup_is_spared_by_the_kill_with_cgroup",
+        true,
+    );
+}
+
+/// The twin: the walk spares it too.
+#[test]
+fn an_inner_reaps_cleanup_is_spared_by_the_kill_twin_without_cgroup() {
+    over_an_inner_reap(
+        "an_inner_reaps_cleanup_is_spared_by_the_kill_twin_without_cgroup",
+        false,
+    );
+}

@@ -378,14 +378,16 @@ impl Cgroup {
     }
 
     /// [`Cgroup::signal_members`] for the members outside process group
-    /// `group` (`--stop-all`: COMMAND's group got the signal already).
-    pub fn signal_outside(&self, sig: Signal, group: i32) -> usize {
+    /// `group` (`--stop-all`: COMMAND's group got the signal already) and
+    /// not in `spared`.
+    pub fn signal_outside(&self, sig: Signal, group: i32, spared: &BTreeSet<i32>) -> usize {
         let mut skip: BTreeSet<i32> = (self.members().into_iter())
             .filter(|&p| {
                 crate::typed_pid(p)
                     .and_then(|p| rustix::process::getpgid(Some(p)).ok())
                     .map_or(true, |g| g.as_raw_pid() == group)
             })
+            .chain(spared.iter().copied())
             .collect();
         self.signal_members(sig, &mut skip)
     }

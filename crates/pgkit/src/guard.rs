@@ -12,8 +12,8 @@
 //!   `GRACEFUL_GUARD=PID:START:BACK:CLEANUP` (graceful's pid, its start
 //!   time, the two descriptor numbers), appended to the entries of the
 //!   gracefuls above it (space-separated, the last [`MAX_ENTRIES`]).
-//! - reap's back opens `/proc/PID/fd/BACK` of every graceful listed whose
-//!   start time is the one given (another process that got the pid, or a
+//! - reap's back opens `/proc/PID/fd/BACK`, for writing, of every graceful
+//!   listed whose start time is the one given (another process that got the pid, or a
 //!   `/proc` of another PID namespace, is not taken for it) and keeps the
 //!   descriptor, close-on-exec, as long as it lives. Before it starts the
 //!   cleanup it opens the cleanup mark the same way.
@@ -21,6 +21,12 @@
 //!   it: one that holds its back mark is spared; one that holds its cleanup
 //!   mark is spared with everything below it (the cleanup, and whatever
 //!   the cleanup left: it was re-parented to the back, the subreaper).
+//!
+//! A mark opened for writing is also seen without reading any `/proc`: a
+//! pipe's read end polls `POLLHUP` exactly while no process holds a write
+//! end of it, and graceful closed its own. So [`Spare::any_held`] tells at
+//! the cost of one `poll` whether an inner reap is there at all; reap's
+//! `--cgroup` sweep, which otherwise reads no `/proc`, walks only then.
 //!
 //! Only a process that opens the path on purpose carries a mark: the
 //! variable names where the marks are, holding it marks nothing. A reap
@@ -96,6 +102,27 @@ impl Marks {
         entries[skip..].join(" ").into()
     }
 
+    /// Whether any process holds either mark now: a read end polls
+    /// `POLLHUP` while no write end of its pipe is open. If the poll fails,
+    /// say yes (the caller then reads the marks themselves).
+    pub fn any_held(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut fds = [
+            PollFd::new(&self.back, PollFlags::empty()),
+            PollFd::new(&self.cleanup, PollFlags::empty()),
+        ];
+        match poll(
+            &mut fds,
+            Some(&rustix::time::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            }),
+        ) {
+            Ok(_) => !fds.iter().all(|f| f.revents().contains(PollFlags::HUP)),
+            Err(_) => true,
+        }
+    }
+
     /// The marks `pid` holds now (none if its descriptors cannot be read).
     pub fn held(&self, pid: i32) -> Held {
         let mut held = Held::default();
@@ -144,6 +171,12 @@ impl Spare {
     /// The variable's value for COMMAND (see [`Marks::export`]).
     pub fn export(&self) -> OsString {
         self.marks.export(std::env::var_os(VAR).as_deref())
+    }
+
+    /// Whether any process holds one of the marks (see [`Marks::any_held`]):
+    /// if not, nothing is guarded and nothing need be read.
+    pub fn any_held(&self) -> bool {
+        self.marks.any_held()
     }
 
     /// The live processes of `tree` (a walk of this process's descendants)
@@ -241,7 +274,10 @@ pub fn mark(role: Role, across_exec: bool) -> usize {
             Role::Cleanup => e.cleanup,
         };
         let path = format!("/proc/{}/fd/{fd}", e.pid);
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        // For writing: the read end graceful keeps then polls no POLLHUP
+        // (Spare::any_held). Never written to. Non-blocking: a FIFO's open
+        // waits for a reader otherwise (graceful is one while it lives).
+        let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
         let Ok(opened) = rustix::fs::open(path.as_str(), flags, Mode::empty()) else {
             continue;
         };
@@ -302,7 +338,9 @@ mod tests {
                 .count()
         };
         assert_eq!(count(&marks.back_link), 1, "graceful's own read end");
+        assert!(!marks.any_held(), "no write end is open");
         assert_eq!(mark(Role::Back, false), 1);
+        assert!(marks.any_held(), "the write end opened by path");
         assert_eq!(count(&marks.back_link), 2, "and the one opened by path");
         assert_eq!(count(&marks.cleanup_link), 1, "not the cleanup mark");
         std::env::remove_var(VAR);
