@@ -18,8 +18,22 @@ use std::time::{Duration, Instant};
 /// are sh and sleep, never pgwrap.
 #[test]
 fn graceful_over_pgwrap_kills_what_ignores_term_and_names_it() {
+    over_pgwrap(&bin("pgwrap"));
+}
+
+/// The same, with the pgwrap of another installation (a copy in a
+/// directory of its own): it is still one of the suite's tools.
+#[test]
+fn graceful_sees_through_a_pgwrap_installed_elsewhere() {
+    let dir = crate::kit::temp_dir("elsewhere");
+    let copy = dir.join("pgwrap");
+    std::fs::copy(bin("pgwrap"), &copy).unwrap();
+    over_pgwrap(&copy);
+}
+
+fn over_pgwrap(pgwrap: &std::path::Path) {
     let mut run = Run::new(bin("graceful"))
-        .args(["-g", "1", "--", bin("pgwrap").to_str().unwrap(), "--"])
+        .args(["-g", "1", "--", pgwrap.to_str().unwrap(), "--"])
         .args(["sh", "-c", r#"trap "" TERM; sleep 100 & echo up $!; wait"#])
         .stderr_piped()
         .spawn();

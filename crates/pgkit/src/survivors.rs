@@ -75,11 +75,26 @@ pub fn survivor(pid: i32, sig: Signal) -> Option<Survivor> {
     })
 }
 
+/// What every tool's binary holds (pgkit::main! keeps it in the file):
+/// with the file's name, how a tool installed elsewhere is known.
+pub static MARK: &[u8] =
+    b"\0pgwrap suite: pgwrap, graceful, reap; seen through by their survivor lines\0";
+
+/// The names the tools are installed under.
+const NAMES: [&str; 3] = ["pgwrap", "graceful", "reap"];
+
+/// The most of a binary read for [`MARK`] (the tools are well under 4 MiB).
+const MAX_SCAN: usize = 32 << 20;
+
 /// The suite's own binaries (pgwrap, graceful, reap), known by the file
-/// they run (device and inode of `/proc/PID/exe`), not by a name: those
-/// installed next to this tool's own, and this tool's own.
+/// they run (device and inode of `/proc/PID/exe`), not by a name alone:
+/// this tool's own and those installed next to it; and a file elsewhere
+/// (another installation in a chain: a container's entrypoint, a distro's
+/// package beside a build) named as a tool whose bytes hold [`MARK`].
 pub struct Tools {
     ids: Vec<(u64, u64)>,
+    /// Files elsewhere already looked at, and whether they are tools.
+    seen: std::cell::RefCell<BTreeMap<(u64, u64), bool>>,
 }
 
 fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
@@ -87,21 +102,74 @@ fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
     Some((st.st_dev as u64, st.st_ino as u64))
 }
 
+/// Whether the file `pid` runs is named as a tool and holds [`MARK`].
+fn marked_tool(pid: i32) -> bool {
+    use std::io::Read;
+    let exe = format!("/proc/{pid}/exe");
+    let Ok(link) = std::fs::read_link(&exe) else {
+        return false;
+    };
+    // "PATH (deleted)" once the package was upgraded under it.
+    let link = link.to_string_lossy();
+    let path = link.strip_suffix(" (deleted)").unwrap_or(&link);
+    let name = path.rsplit('/').next().unwrap_or_default();
+    if !NAMES.contains(&name) {
+        return false;
+    }
+    let Ok(mut file) = std::fs::File::open(&exe) else {
+        return false;
+    };
+    let keep = MARK.len() - 1;
+    let mut buf = vec![0u8; 64 * 1024 + keep];
+    let mut have = 0;
+    let mut read = 0;
+    while read < MAX_SCAN {
+        let n = match file.read(&mut buf[have..]) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        read += n;
+        have += n;
+        if buf[..have].windows(MARK.len()).any(|w| w == MARK) {
+            return true;
+        }
+        // The last bytes may start the mark: keep them.
+        let tail = have.saturating_sub(keep);
+        buf.copy_within(tail..have, 0);
+        have -= tail;
+    }
+    false
+}
+
 impl Tools {
     pub fn find() -> Tools {
         let own = std::fs::read_link("/proc/self/exe").ok();
         let mut ids: Vec<(u64, u64)> = file_id("/proc/self/exe".as_ref()).into_iter().collect();
         if let Some(dir) = own.as_deref().and_then(|p| p.parent()) {
-            for name in ["pgwrap", "graceful", "reap"] {
+            for name in NAMES {
                 ids.extend(file_id(&dir.join(name)));
             }
         }
-        Tools { ids }
+        Tools {
+            ids,
+            seen: Default::default(),
+        }
     }
 
     /// Whether `pid` runs one of the suite's tools.
     pub fn is_tool(&self, pid: i32) -> bool {
-        file_id(format!("/proc/{pid}/exe").as_ref()).is_some_and(|id| self.ids.contains(&id))
+        let Some(id) = file_id(format!("/proc/{pid}/exe").as_ref()) else {
+            return false;
+        };
+        if self.ids.contains(&id) {
+            return true;
+        }
+        if let Some(&known) = self.seen.borrow().get(&id) {
+            return known;
+        }
+        let tool = marked_tool(pid);
+        self.seen.borrow_mut().insert(id, tool);
+        tool
     }
 }
 
