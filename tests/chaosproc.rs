@@ -238,6 +238,48 @@ fn notify_once(text: &std::ffi::OsStr) -> &'static str {
     }
 }
 
+/// The root's writes to its stdout, the pipe it shares with an event log:
+/// `n` lines of 512 bytes (`D SEQ xxx...`, one write(2) each, atomic on a
+/// pipe), from a thread of their own (every signal blocked there, so a
+/// write is never interrupted and the node's clock runs as planned), as
+/// fast as the pipe takes them. Then `shared node=0 wrote=K err=E` (E the
+/// errno of a failed write, 0 when all went).
+fn write_shared(log: &str, n: u64) {
+    let path = log.to_string();
+    // Every process of the tree is forked by now: the thread makes none.
+    raw_mask(libc::SIG_SETMASK, !0);
+    let spawned = std::thread::Builder::new().spawn(move || {
+        let log = path;
+        let mut line = [b'x'; 512];
+        line[0] = b'D';
+        line[1] = b' ';
+        line[10] = b' ';
+        line[511] = b'\n';
+        let mut err = 0;
+        let mut wrote = 0;
+        while wrote < n {
+            let digits = format!("{wrote:08}");
+            line[2..10].copy_from_slice(&digits.as_bytes()[..8]);
+            // SAFETY: a buffer of 512 bytes.
+            let r = unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
+            if r != line.len() as isize {
+                err = if r < 0 {
+                    std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+                } else {
+                    -2 // a short write
+                };
+                break;
+            }
+            wrote += 1;
+        }
+        log_line(&log, &format!("shared node=0 wrote={wrote} err={err}"));
+    });
+    raw_mask(libc::SIG_SETMASK, 0);
+    if spawned.is_err() {
+        log_line(log, "shared node=0 wrote=0 err=-3");
+    }
+}
+
 extern "C" fn on_stop_signal(_: i32) {
     CAUGHT.store(true, Ordering::SeqCst);
 }
@@ -316,6 +358,14 @@ fn node(log: &str, nodes: &[Node], idx: usize) -> ! {
         if unsafe { libc::fork() } == 0 {
             // SAFETY: plain syscall.
             unsafe { libc::_exit(0) };
+        }
+    }
+    if idx == 0 {
+        if let Some(n) = std::env::var("CHAOS_SHARED")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            write_shared(log, n);
         }
     }
     let deadline = Instant::now() + Duration::from_millis(me.life);
@@ -530,11 +580,19 @@ struct Plan {
     /// front and back).
     chain: Vec<String>,
     events: Vec<(u64, String, i32)>,
-    /// Pauses: at (ms after ready), target, length (ms).
-    pauses: Vec<(u64, String, u64)>,
+    /// Pauses: at (ms after ready), target, length (ms), and the event
+    /// (index, microseconds after it) it is timed to, if any.
+    pauses: Vec<PlanPause>,
+    /// The tool's stdout a pipe read slowly, its path for what was read;
+    /// the root writes this many lines to it (`CHAOS_SHARED`).
+    shared: Option<(u64, String)>,
     decoys: Vec<usize>,
     nodes: usize,
 }
+
+/// A pause of the plan: at (ms after ready), target, length (ms), and the
+/// event it is timed to (index, microseconds after it).
+type PlanPause = (u64, String, u64, Option<(usize, u64)>);
 
 fn sig_list(s: &str) -> Vec<i32> {
     s.split(',').filter_map(|x| x.parse().ok()).collect()
@@ -588,12 +646,22 @@ fn read_plan(path: &str) -> Plan {
             }
             "pause" => {
                 let f: Vec<&str> = v.split(' ').collect();
-                if f.len() == 3 {
+                if f.len() == 3 || f.len() == 4 {
+                    let after = f.get(3).and_then(|a| {
+                        let (n, us) = a.split_once(':')?;
+                        Some((n.parse().ok()?, us.parse().ok()?))
+                    });
                     p.pauses.push((
                         f[0].parse().unwrap_or(0),
                         f[1].into(),
                         f[2].parse().unwrap_or(1),
+                        after,
                     ));
+                }
+            }
+            "shared" => {
+                if let Some((n, path)) = v.split_once(' ') {
+                    p.shared = n.parse().ok().map(|n| (n, path.to_string()));
                 }
             }
             _ => {}
@@ -629,6 +697,9 @@ struct Sup {
     decoy_done: Vec<usize>,
     /// Chain processes outer first (pid, pidfd).
     chain: Vec<(i32, Option<i32>)>,
+    /// The read end of the tool's stdout (plan `shared`), what was read
+    /// from it, and when last.
+    shared: Option<(i32, Vec<u8>, Instant)>,
 }
 
 fn sup(plan_path: &str) -> ! {
@@ -653,8 +724,12 @@ fn sup(plan_path: &str) -> ! {
         decoys: HashMap::new(),
         decoy_done: Vec::new(),
         chain: Vec::new(),
+        shared: None,
     };
     s.run();
+    if let Some(((_, path), (_, bytes, _))) = s.plan.shared.as_ref().zip(s.shared.as_ref()) {
+        let _ = std::fs::write(path, bytes);
+    }
     let mut f = std::fs::File::create(&s.plan.out).unwrap_or_else(|e| die(&e.to_string()));
     let _ = f.write_all((s.out.join("\n") + "\n").as_bytes());
     std::process::exit(0)
@@ -683,6 +758,24 @@ impl Sup {
             .stdout(std::process::Stdio::null())
             .stderr(stderr)
             .process_group(0);
+        if let Some((n, _)) = &p.shared {
+            let mut fds = [0; 2];
+            // SAFETY: a buffer of two descriptors.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+                die("pipe2 for the shared descriptor");
+            }
+            // The write end as the tool gets it: blocking, as a caller's
+            // pipe is (only the read end, ours, is non-blocking).
+            // SAFETY: fcntl on our own new descriptor.
+            unsafe { libc::fcntl(fds[1], libc::F_SETFL, 0) };
+            use std::os::fd::FromRawFd;
+            // SAFETY: a new descriptor nothing else owns; Command closes
+            // its copy once the child is started.
+            let w = unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) };
+            cmd.stdout(std::process::Stdio::from(w))
+                .env("CHAOS_SHARED", n.to_string());
+            self.shared = Some((fds[0], Vec::new(), Instant::now()));
+        }
         let (ign, blk, pend) = (p.ign.clone(), p.blk.clone(), p.pend.clone());
         let (nofile, nproc, uid) = (p.nofile, p.nproc, p.uid);
         // SAFETY: only async-signal-safe syscalls run in the child.
@@ -730,11 +823,37 @@ impl Sup {
                 Ok(())
             });
         }
-        match cmd.spawn() {
+        let spawned = cmd.spawn();
+        drop(cmd);
+        match spawned {
             Ok(child) => Some(child.id() as i32),
             Err(e) => {
                 self.out.push(format!("spawnfail {e}"));
                 None
+            }
+        }
+    }
+
+    /// Read the shared descriptor: at most 4 KiB each 20 ms (a slow
+    /// reader, so the pipe fills), or all there is (`drain`).
+    fn read_shared(&mut self, drain: bool) {
+        let Some((fd, buf, last)) = self.shared.as_mut() else {
+            return;
+        };
+        if !drain && last.elapsed() < Duration::from_millis(20) {
+            return;
+        }
+        *last = Instant::now();
+        let mut chunk = [0u8; 4096];
+        loop {
+            // SAFETY: a buffer of 4096 bytes; the descriptor is non-blocking.
+            let r = unsafe { libc::read(*fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+            if r <= 0 {
+                return;
+            }
+            buf.extend_from_slice(&chunk[..r as usize]);
+            if !drain {
+                return;
             }
         }
     }
@@ -1046,6 +1165,7 @@ impl Sup {
             if tool_status.is_some() && tool_end.is_none() {
                 tool_end = Some(now);
             }
+            self.read_shared(false);
             self.read_log();
             if ready_at.is_none() {
                 let all = self.nodes.len() >= self.plan.nodes;
@@ -1095,12 +1215,35 @@ impl Sup {
                     if now >= due {
                         fired[i] = true;
                         let how = self.fire(tool, tool_status.is_none(), &target, sig);
+                        let sent = Instant::now();
                         self.out.push(format!("event {i} {how} at={}", self.ms()));
+                        // The pauses timed to this signal, microseconds after it.
+                        for (j, (_, target, len, after)) in
+                            self.plan.pauses.clone().into_iter().enumerate()
+                        {
+                            let Some((_, us)) = after.filter(|a| a.0 == i) else {
+                                continue;
+                            };
+                            if pauses[j].is_some() {
+                                continue;
+                            }
+                            while sent.elapsed() < Duration::from_micros(us) {
+                                std::hint::spin_loop();
+                            }
+                            let alive = tool_status.is_none();
+                            let how = self.fire(tool, alive, &target, libc::SIGSTOP);
+                            let late = sent.elapsed().as_micros();
+                            self.out
+                                .push(format!("pause {j} {how} at={} after_us={late}", self.ms()));
+                            pauses[j] = Some(Some(Instant::now() + Duration::from_millis(len)));
+                        }
                     }
                 }
-                for (i, (offset, target, len)) in self.plan.pauses.clone().into_iter().enumerate() {
+                for (i, (offset, target, len, after)) in
+                    self.plan.pauses.clone().into_iter().enumerate()
+                {
                     match pauses[i] {
-                        None if now >= ready + Duration::from_millis(offset) => {
+                        None if after.is_none() && now >= ready + Duration::from_millis(offset) => {
                             let how =
                                 self.fire(tool, tool_status.is_none(), &target, libc::SIGSTOP);
                             self.out.push(format!("pause {i} {how} at={}", self.ms()));
@@ -1237,6 +1380,10 @@ impl Sup {
             sleep_ms(20);
         }
         sleep_ms(if decoying { 100 } else { 0 });
+        self.read_shared(true);
+        if let Some((_, buf, _)) = &self.shared {
+            self.out.push(format!("shared read={}", buf.len()));
+        }
         self.read_log();
         for (&pid, state) in &self.decoys {
             self.out.push(format!("decoy pid={pid} {state}"));
