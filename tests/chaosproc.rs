@@ -1216,27 +1216,29 @@ impl Sup {
                         fired[i] = true;
                         let how = self.fire(tool, tool_status.is_none(), &target, sig);
                         let sent = Instant::now();
-                        self.out.push(format!("event {i} {how} at={}", self.ms()));
-                        // The pauses timed to this signal, microseconds after it.
-                        for (j, (_, target, len, after)) in
-                            self.plan.pauses.clone().into_iter().enumerate()
-                        {
+                        // The pauses timed to this signal, microseconds after
+                        // it: nothing else is done in between.
+                        let mut stops = Vec::new();
+                        for j in 0..self.plan.pauses.len() {
+                            let (_, ref target, len, after) = self.plan.pauses[j];
                             let Some((_, us)) = after.filter(|a| a.0 == i) else {
                                 continue;
                             };
                             if pauses[j].is_some() {
                                 continue;
                             }
+                            let target = target.clone();
                             while sent.elapsed() < Duration::from_micros(us) {
                                 std::hint::spin_loop();
                             }
                             let alive = tool_status.is_none();
                             let how = self.fire(tool, alive, &target, libc::SIGSTOP);
                             let late = sent.elapsed().as_micros();
-                            self.out
-                                .push(format!("pause {j} {how} at={} after_us={late}", self.ms()));
                             pauses[j] = Some(Some(Instant::now() + Duration::from_millis(len)));
+                            stops.push(format!("pause {j} {how} at={} after_us={late}", self.ms()));
                         }
+                        self.out.push(format!("event {i} {how} at={}", self.ms()));
+                        self.out.extend(stops);
                     }
                 }
                 for (i, (offset, target, len, after)) in
