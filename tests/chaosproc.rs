@@ -583,11 +583,19 @@ struct Plan {
     /// Pauses: at (ms after ready), target, length (ms), and the event
     /// (index, microseconds after it) it is timed to, if any.
     pauses: Vec<PlanPause>,
-    /// The tool's stdout a pipe read slowly, its path for what was read;
-    /// the root writes this many lines to it (`CHAOS_SHARED`).
-    shared: Option<(u64, String)>,
+    /// The tool's stdout a pipe read slowly (not at all until the tool
+    /// has exited, with `stall`), its path for what was read; the root
+    /// writes this many lines to it (`CHAOS_SHARED`).
+    shared: Option<SharedPlan>,
     decoys: Vec<usize>,
     nodes: usize,
+}
+
+/// `shared CHUNKS STALL PATH` of the plan.
+struct SharedPlan {
+    chunks: u64,
+    stall: bool,
+    path: String,
 }
 
 /// A pause of the plan: at (ms after ready), target, length (ms), and the
@@ -660,8 +668,13 @@ fn read_plan(path: &str) -> Plan {
                 }
             }
             "shared" => {
-                if let Some((n, path)) = v.split_once(' ') {
-                    p.shared = n.parse().ok().map(|n| (n, path.to_string()));
+                let f: Vec<&str> = v.splitn(3, ' ').collect();
+                if let [n, stall, path] = f[..] {
+                    p.shared = n.parse().ok().map(|chunks| SharedPlan {
+                        chunks,
+                        stall: stall == "1",
+                        path: path.to_string(),
+                    });
                 }
             }
             _ => {}
@@ -727,8 +740,8 @@ fn sup(plan_path: &str) -> ! {
         shared: None,
     };
     s.run();
-    if let Some(((_, path), (_, bytes, _))) = s.plan.shared.as_ref().zip(s.shared.as_ref()) {
-        let _ = std::fs::write(path, bytes);
+    if let Some((sh, (_, bytes, _))) = s.plan.shared.as_ref().zip(s.shared.as_ref()) {
+        let _ = std::fs::write(&sh.path, bytes);
     }
     let mut f = std::fs::File::create(&s.plan.out).unwrap_or_else(|e| die(&e.to_string()));
     let _ = f.write_all((s.out.join("\n") + "\n").as_bytes());
@@ -758,7 +771,7 @@ impl Sup {
             .stdout(std::process::Stdio::null())
             .stderr(stderr)
             .process_group(0);
-        if let Some((n, _)) = &p.shared {
+        if let Some(SharedPlan { chunks: n, .. }) = &p.shared {
             let mut fds = [0; 2];
             // SAFETY: a buffer of two descriptors.
             if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
@@ -835,12 +848,14 @@ impl Sup {
     }
 
     /// Read the shared descriptor: at most 4 KiB each 20 ms (a slow
-    /// reader, so the pipe fills), or all there is (`drain`).
-    fn read_shared(&mut self, drain: bool) {
+    /// reader, so the pipe fills; nothing while the tool runs, with
+    /// `stall`), or all there is (`drain`).
+    fn read_shared(&mut self, drain: bool, tool_ended: bool) {
+        let stall = self.plan.shared.as_ref().is_some_and(|s| s.stall);
         let Some((fd, buf, last)) = self.shared.as_mut() else {
             return;
         };
-        if !drain && last.elapsed() < Duration::from_millis(20) {
+        if !drain && (last.elapsed() < Duration::from_millis(20) || (stall && !tool_ended)) {
             return;
         }
         *last = Instant::now();
@@ -1165,7 +1180,7 @@ impl Sup {
             if tool_status.is_some() && tool_end.is_none() {
                 tool_end = Some(now);
             }
-            self.read_shared(false);
+            self.read_shared(false, tool_end.is_some());
             self.read_log();
             if ready_at.is_none() {
                 let all = self.nodes.len() >= self.plan.nodes;
@@ -1382,7 +1397,7 @@ impl Sup {
             sleep_ms(20);
         }
         sleep_ms(if decoying { 100 } else { 0 });
-        self.read_shared(true);
+        self.read_shared(true, true);
         if let Some((_, buf, _)) = &self.shared {
             self.out.push(format!("shared read={}", buf.len()));
         }

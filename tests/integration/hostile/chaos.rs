@@ -23,9 +23,10 @@
 //! ms): they stop a process between two steps of its handling of that
 //! signal (pass it on, then record it), where random milliseconds almost
 //! never land. A descriptor shared with the event log: the tool's stdout
-//! a pipe the supervisor reads slowly (4 KiB each 20 ms), given as
-//! `--events 1` to some tools of the chain, while the root writes 192-512
-//! lines of 512 bytes to it.
+//! a pipe the supervisor reads slowly (4 KiB each 20 ms; in some
+//! scenarios not at all until the tool has exited), given as `--events 1`
+//! to some tools of the chain, while the root writes 192-512 lines of 512
+//! bytes to it.
 //!
 //! `chaosproc sup` runs one scenario and reports what it saw; this module
 //! judges it. Invariants, each a violation kind:
@@ -258,6 +259,9 @@ struct Shared {
     /// The layers given `--events 1`.
     layers: Vec<usize>,
     chunks: u64,
+    /// The supervisor reads nothing until the tool has exited: the pipe
+    /// stays full, and a tool that waited on its log would never end.
+    stall: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -697,9 +701,11 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
             if on.is_empty() {
                 on.push(sr.below(layers.len()));
             }
+            let chunks = ms(&mut sr, 192, 512);
             Shared {
                 layers: on,
-                chunks: ms(&mut sr, 192, 512),
+                chunks,
+                stall: chance(&mut sr, 30),
             }
         });
     Scenario {
@@ -1885,7 +1891,8 @@ fn run_scenario(sc: &Scenario, marker: &str) -> Report {
     });
     let shared_path = dir.join("shared").display().to_string();
     if let Some(sh) = &sc.shared {
-        let _ = writeln!(plan, "shared {} {shared_path}", sh.chunks);
+        let stall = u8::from(sh.stall);
+        let _ = writeln!(plan, "shared {} {stall} {shared_path}", sh.chunks);
     }
     let plan_path = dir.join("plan");
     std::fs::write(&plan_path, plan).expect("write the plan");
