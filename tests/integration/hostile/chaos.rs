@@ -666,18 +666,20 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
     let mut nr = Rng::new(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 0x6e6f_7469_6679);
     let notify = chance(&mut nr, 40).then(|| caps.root && chance(&mut nr, 50));
     // Pauses timed to a signal the harness sends to the tool (or its
-    // group): 0-300 us after it, for 100-500 ms, of the tool that got it
-    // (one time in two) or any process of the chain. Random milliseconds
-    // would almost never land between two steps of a tool's handling.
+    // group): 0-300 us after it, for 100-500 ms, of the tool that got it,
+    // of reap's front or its back (where a signal's handling spans two
+    // processes), or of any tool of the chain. Random milliseconds would
+    // almost never land between two steps of a tool's handling.
     let mut pr = Rng::new(seed.wrapping_mul(0x9e6c_63d0_676a_9a99) ^ 0x0070_6175_7365);
     if mode == Mode::Plain && !self_stops {
         for (n, e) in events.iter().enumerate() {
             let to_tool = matches!(e.target, Target::Tool | Target::Group) && e.sig != KILL;
-            if !to_tool || !chance(&mut pr, 35) {
+            if !to_tool || !chance(&mut pr, 60) {
                 continue;
             }
             let target = match (pr.below(4), has_reap) {
-                (0 | 1, _) => Target::Layer(0),
+                (0, _) => Target::Layer(0),
+                (1, Some(i)) => Target::Layer(i),
                 (2, Some(i)) => Target::Back(i),
                 _ => Target::Layer(pr.below(layers.len())),
             };
