@@ -22,7 +22,8 @@
 //!   set, the root first forks a notification sender that sends that text
 //!   to `$NOTIFY_SOCKET` and exits at once (as user `CHAOS_NOTIFY_USER`
 //!   when set: a tree that changes user), reaps it, and logs
-//!   `notify node=0 sent=1` (or `sent=0`, or `sent=unset` without
+//!   `notify node=0 sent=1` (or `sent=0`, `sent=nofork` where a process
+//!   limit kept it from forking the sender, or `sent=unset` without
 //!   `NOTIFY_SOCKET`) before its ready line.
 //! * `chaosproc cleanup LOG CODE MS`: a reap cleanup: appends
 //!   `cleanup pid=P status=.. signal=.. cause=..` (from REAP_STATUS,
@@ -199,6 +200,7 @@ static CAUGHT: AtomicBool = AtomicBool::new(false);
 /// A short-lived notification sender: a child that sends `text` to
 /// `$NOTIFY_SOCKET` (as `CHAOS_NOTIFY_USER`, if set and we may) and exits at
 /// once, reaped here before anyone reads the datagram. `1` sent, `0` not,
+/// `nofork` when the sender could not be forked (a process limit),
 /// `unset` without `NOTIFY_SOCKET`.
 fn notify_once(text: &std::ffi::OsStr) -> &'static str {
     use std::os::unix::ffi::OsStrExt;
@@ -226,9 +228,13 @@ fn notify_once(text: &std::ffi::OsStr) -> &'static str {
         // SAFETY: plain syscall.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
+    if forked < 0 {
+        // RLIMIT_NPROC: nothing was sent.
+        return "nofork";
+    }
     let mut status = 0;
     // SAFETY: waiting for our own child.
-    if forked < 0 || unsafe { libc::waitpid(forked, &mut status, 0) } != forked {
+    if unsafe { libc::waitpid(forked, &mut status, 0) } != forked {
         return "0";
     }
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
