@@ -22,7 +22,8 @@
 //!   set, the root first forks a notification sender that sends that text
 //!   to `$NOTIFY_SOCKET` and exits at once (as user `CHAOS_NOTIFY_USER`
 //!   when set: a tree that changes user), reaps it, and logs
-//!   `notify node=0 sent=1` (or `sent=0`, or `sent=unset` without
+//!   `notify node=0 sent=1` (or `sent=0`, `sent=nofork` where a process
+//!   limit kept it from forking the sender, or `sent=unset` without
 //!   `NOTIFY_SOCKET`) before its ready line.
 //! * `chaosproc cleanup LOG CODE MS`: a reap cleanup: appends
 //!   `cleanup pid=P status=.. signal=.. cause=..` (from REAP_STATUS,
@@ -199,6 +200,7 @@ static CAUGHT: AtomicBool = AtomicBool::new(false);
 /// A short-lived notification sender: a child that sends `text` to
 /// `$NOTIFY_SOCKET` (as `CHAOS_NOTIFY_USER`, if set and we may) and exits at
 /// once, reaped here before anyone reads the datagram. `1` sent, `0` not,
+/// `nofork` when the sender could not be forked (a process limit),
 /// `unset` without `NOTIFY_SOCKET`.
 fn notify_once(text: &std::ffi::OsStr) -> &'static str {
     use std::os::unix::ffi::OsStrExt;
@@ -226,15 +228,61 @@ fn notify_once(text: &std::ffi::OsStr) -> &'static str {
         // SAFETY: plain syscall.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
+    if forked < 0 {
+        // RLIMIT_NPROC: nothing was sent.
+        return "nofork";
+    }
     let mut status = 0;
     // SAFETY: waiting for our own child.
-    if forked < 0 || unsafe { libc::waitpid(forked, &mut status, 0) } != forked {
+    if unsafe { libc::waitpid(forked, &mut status, 0) } != forked {
         return "0";
     }
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         "1"
     } else {
         "0"
+    }
+}
+
+/// The root's writes to its stdout, the pipe it shares with an event log:
+/// `n` lines of 512 bytes (`D SEQ xxx...`, one write(2) each, atomic on a
+/// pipe), from a thread of their own (every signal blocked there, so a
+/// write is never interrupted and the node's clock runs as planned), as
+/// fast as the pipe takes them. Then `shared node=0 wrote=K err=E` (E the
+/// errno of a failed write, 0 when all went).
+fn write_shared(log: &str, n: u64) {
+    let path = log.to_string();
+    // Every process of the tree is forked by now: the thread makes none.
+    raw_mask(libc::SIG_SETMASK, !0);
+    let spawned = std::thread::Builder::new().spawn(move || {
+        let log = path;
+        let mut line = [b'x'; 512];
+        line[0] = b'D';
+        line[1] = b' ';
+        line[10] = b' ';
+        line[511] = b'\n';
+        let mut err = 0;
+        let mut wrote = 0;
+        while wrote < n {
+            let digits = format!("{wrote:08}");
+            line[2..10].copy_from_slice(&digits.as_bytes()[..8]);
+            // SAFETY: a buffer of 512 bytes.
+            let r = unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
+            if r != line.len() as isize {
+                err = if r < 0 {
+                    std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+                } else {
+                    -2 // a short write
+                };
+                break;
+            }
+            wrote += 1;
+        }
+        log_line(&log, &format!("shared node=0 wrote={wrote} err={err}"));
+    });
+    raw_mask(libc::SIG_SETMASK, 0);
+    if spawned.is_err() {
+        log_line(log, "shared node=0 wrote=0 err=-3");
     }
 }
 
@@ -316,6 +364,14 @@ fn node(log: &str, nodes: &[Node], idx: usize) -> ! {
         if unsafe { libc::fork() } == 0 {
             // SAFETY: plain syscall.
             unsafe { libc::_exit(0) };
+        }
+    }
+    if idx == 0 {
+        if let Some(n) = std::env::var("CHAOS_SHARED")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            write_shared(log, n);
         }
     }
     let deadline = Instant::now() + Duration::from_millis(me.life);
@@ -530,11 +586,27 @@ struct Plan {
     /// front and back).
     chain: Vec<String>,
     events: Vec<(u64, String, i32)>,
-    /// Pauses: at (ms after ready), target, length (ms).
-    pauses: Vec<(u64, String, u64)>,
+    /// Pauses: at (ms after ready), target, length (ms), and the event
+    /// (index, microseconds after it) it is timed to, if any.
+    pauses: Vec<PlanPause>,
+    /// The tool's stdout a pipe read slowly (not at all until the tool
+    /// has exited, with `stall`), its path for what was read; the root
+    /// writes this many lines to it (`CHAOS_SHARED`).
+    shared: Option<SharedPlan>,
     decoys: Vec<usize>,
     nodes: usize,
 }
+
+/// `shared CHUNKS STALL PATH` of the plan.
+struct SharedPlan {
+    chunks: u64,
+    stall: bool,
+    path: String,
+}
+
+/// A pause of the plan: at (ms after ready), target, length (ms), and the
+/// event it is timed to (index, microseconds after it).
+type PlanPause = (u64, String, u64, Option<(usize, u64)>);
 
 fn sig_list(s: &str) -> Vec<i32> {
     s.split(',').filter_map(|x| x.parse().ok()).collect()
@@ -588,12 +660,27 @@ fn read_plan(path: &str) -> Plan {
             }
             "pause" => {
                 let f: Vec<&str> = v.split(' ').collect();
-                if f.len() == 3 {
+                if f.len() == 3 || f.len() == 4 {
+                    let after = f.get(3).and_then(|a| {
+                        let (n, us) = a.split_once(':')?;
+                        Some((n.parse().ok()?, us.parse().ok()?))
+                    });
                     p.pauses.push((
                         f[0].parse().unwrap_or(0),
                         f[1].into(),
                         f[2].parse().unwrap_or(1),
+                        after,
                     ));
+                }
+            }
+            "shared" => {
+                let f: Vec<&str> = v.splitn(3, ' ').collect();
+                if let [n, stall, path] = f[..] {
+                    p.shared = n.parse().ok().map(|chunks| SharedPlan {
+                        chunks,
+                        stall: stall == "1",
+                        path: path.to_string(),
+                    });
                 }
             }
             _ => {}
@@ -629,6 +716,9 @@ struct Sup {
     decoy_done: Vec<usize>,
     /// Chain processes outer first (pid, pidfd).
     chain: Vec<(i32, Option<i32>)>,
+    /// The read end of the tool's stdout (plan `shared`), what was read
+    /// from it, and when last.
+    shared: Option<(i32, Vec<u8>, Instant)>,
 }
 
 fn sup(plan_path: &str) -> ! {
@@ -653,8 +743,12 @@ fn sup(plan_path: &str) -> ! {
         decoys: HashMap::new(),
         decoy_done: Vec::new(),
         chain: Vec::new(),
+        shared: None,
     };
     s.run();
+    if let Some((sh, (_, bytes, _))) = s.plan.shared.as_ref().zip(s.shared.as_ref()) {
+        let _ = std::fs::write(&sh.path, bytes);
+    }
     let mut f = std::fs::File::create(&s.plan.out).unwrap_or_else(|e| die(&e.to_string()));
     let _ = f.write_all((s.out.join("\n") + "\n").as_bytes());
     std::process::exit(0)
@@ -683,6 +777,24 @@ impl Sup {
             .stdout(std::process::Stdio::null())
             .stderr(stderr)
             .process_group(0);
+        if let Some(SharedPlan { chunks: n, .. }) = &p.shared {
+            let mut fds = [0; 2];
+            // SAFETY: a buffer of two descriptors.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+                die("pipe2 for the shared descriptor");
+            }
+            // The write end as the tool gets it: blocking, as a caller's
+            // pipe is (only the read end, ours, is non-blocking).
+            // SAFETY: fcntl on our own new descriptor.
+            unsafe { libc::fcntl(fds[1], libc::F_SETFL, 0) };
+            use std::os::fd::FromRawFd;
+            // SAFETY: a new descriptor nothing else owns; Command closes
+            // its copy once the child is started.
+            let w = unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) };
+            cmd.stdout(std::process::Stdio::from(w))
+                .env("CHAOS_SHARED", n.to_string());
+            self.shared = Some((fds[0], Vec::new(), Instant::now()));
+        }
         let (ign, blk, pend) = (p.ign.clone(), p.blk.clone(), p.pend.clone());
         let (nofile, nproc, uid) = (p.nofile, p.nproc, p.uid);
         // SAFETY: only async-signal-safe syscalls run in the child.
@@ -730,11 +842,39 @@ impl Sup {
                 Ok(())
             });
         }
-        match cmd.spawn() {
+        let spawned = cmd.spawn();
+        drop(cmd);
+        match spawned {
             Ok(child) => Some(child.id() as i32),
             Err(e) => {
                 self.out.push(format!("spawnfail {e}"));
                 None
+            }
+        }
+    }
+
+    /// Read the shared descriptor: at most 4 KiB each 20 ms (a slow
+    /// reader, so the pipe fills; nothing while the tool runs, with
+    /// `stall`), or all there is (`drain`).
+    fn read_shared(&mut self, drain: bool, tool_ended: bool) {
+        let stall = self.plan.shared.as_ref().is_some_and(|s| s.stall);
+        let Some((fd, buf, last)) = self.shared.as_mut() else {
+            return;
+        };
+        if !drain && (last.elapsed() < Duration::from_millis(20) || (stall && !tool_ended)) {
+            return;
+        }
+        *last = Instant::now();
+        let mut chunk = [0u8; 4096];
+        loop {
+            // SAFETY: a buffer of 4096 bytes; the descriptor is non-blocking.
+            let r = unsafe { libc::read(*fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+            if r <= 0 {
+                return;
+            }
+            buf.extend_from_slice(&chunk[..r as usize]);
+            if !drain {
+                return;
             }
         }
     }
@@ -1046,6 +1186,7 @@ impl Sup {
             if tool_status.is_some() && tool_end.is_none() {
                 tool_end = Some(now);
             }
+            self.read_shared(false, tool_end.is_some());
             self.read_log();
             if ready_at.is_none() {
                 let all = self.nodes.len() >= self.plan.nodes;
@@ -1095,12 +1236,37 @@ impl Sup {
                     if now >= due {
                         fired[i] = true;
                         let how = self.fire(tool, tool_status.is_none(), &target, sig);
+                        let sent = Instant::now();
+                        // The pauses timed to this signal, microseconds after
+                        // it: nothing else is done in between.
+                        let mut stops = Vec::new();
+                        for j in 0..self.plan.pauses.len() {
+                            let (_, ref target, len, after) = self.plan.pauses[j];
+                            let Some((_, us)) = after.filter(|a| a.0 == i) else {
+                                continue;
+                            };
+                            if pauses[j].is_some() {
+                                continue;
+                            }
+                            let target = target.clone();
+                            while sent.elapsed() < Duration::from_micros(us) {
+                                std::hint::spin_loop();
+                            }
+                            let alive = tool_status.is_none();
+                            let how = self.fire(tool, alive, &target, libc::SIGSTOP);
+                            let late = sent.elapsed().as_micros();
+                            pauses[j] = Some(Some(Instant::now() + Duration::from_millis(len)));
+                            stops.push(format!("pause {j} {how} at={} after_us={late}", self.ms()));
+                        }
                         self.out.push(format!("event {i} {how} at={}", self.ms()));
+                        self.out.extend(stops);
                     }
                 }
-                for (i, (offset, target, len)) in self.plan.pauses.clone().into_iter().enumerate() {
+                for (i, (offset, target, len, after)) in
+                    self.plan.pauses.clone().into_iter().enumerate()
+                {
                     match pauses[i] {
-                        None if now >= ready + Duration::from_millis(offset) => {
+                        None if after.is_none() && now >= ready + Duration::from_millis(offset) => {
                             let how =
                                 self.fire(tool, tool_status.is_none(), &target, libc::SIGSTOP);
                             self.out.push(format!("pause {i} {how} at={}", self.ms()));
@@ -1237,6 +1403,10 @@ impl Sup {
             sleep_ms(20);
         }
         sleep_ms(if decoying { 100 } else { 0 });
+        self.read_shared(true, true);
+        if let Some((_, buf, _)) = &self.shared {
+            self.out.push(format!("shared read={}", buf.len()));
+        }
         self.read_log();
         for (&pid, state) in &self.decoys {
             self.out.push(format!("decoy pid={pid} {state}"));

@@ -18,7 +18,15 @@
 //! of the chain or reap's back, at random moments: a pause delays what
 //! that process does (the model lets events of the paused time come in
 //! either order, and the bounds grow by the pauses) and changes nothing
-//! else — no request is lost to it.
+//! else — no request is lost to it. Some pauses are timed to a signal the
+//! harness sends to the tool or its group (0-300 us after it, for 100-500
+//! ms): they stop a process between two steps of its handling of that
+//! signal (pass it on, then record it), where random milliseconds almost
+//! never land. A descriptor shared with the event log: the tool's stdout
+//! a pipe the supervisor reads slowly (4 KiB each 20 ms; in some
+//! scenarios not at all until the tool has exited), given as `--events 1`
+//! to some tools of the chain, while the root writes 192-512 lines of 512
+//! bytes to it.
 //!
 //! `chaosproc sup` runs one scenario and reports what it saw; this module
 //! judges it. Invariants, each a violation kind:
@@ -41,14 +49,25 @@
 //!   message of a short-lived sender of COMMAND's tree (the root forks it,
 //!   it sends and exits at once, the root reaps it; in some scenarios it
 //!   first becomes user nobody) reaches the socket through the whole chain,
-//!   unless a tool of the chain was killed.
+//!   unless a tool of the chain was killed;
+//! - `shared-fd`: on the descriptor shared with the event log, none of the
+//!   root's writes failed, each of its lines arrived whole and in order
+//!   (all of them, if it finished writing), and nothing else than its lines
+//!   and event lines was there; that no tool waited on the full pipe is
+//!   the `hang` bound.
 //!
 //! Runs: `chaos_bounded_run` runs PGWRAP_CHAOS_N scenarios (default 200)
 //! from seed PGWRAP_CHAOS_SEED (default 1), two at a time, and fails on any
 //! violation, listing each failing seed with its replay command;
 //! PGWRAP_CHAOS_ONE=SEED replays one with everything it saw (with
 //! PGWRAP_CHAOS_VERBOSE set, every tool of the chain also gets `-v`).
-//! scripts/chaos N runs N of them.
+//! scripts/chaos N runs N of them. PGWRAP_CHAOS_DRY set: each scenario is
+//! printed, none run. PGWRAP_CHAOS_BIN_DIR=DIR: the tools under test are
+//! DIR/pgwrap, DIR/graceful and DIR/reap (another build, an older commit's:
+//! the harness's own helpers stay this build's). A scenario depends on the
+//! options the tools offer (an option they lack is not generated);
+//! PGWRAP_CHAOS_WITHOUT=--cgroup,... leaves options out as if not offered,
+//! so two builds can be given the same scenarios.
 
 use crate::forwarding::storms::Rng;
 use crate::kit::{bin, temp_dir};
@@ -223,6 +242,26 @@ struct Pause {
     at: u64,
     target: Target,
     ms: u64,
+    /// Timed to a signal: SIGSTOP this many microseconds after the harness
+    /// sent event N (a signal to the tool or its group), `at` being that
+    /// event's. A tool that handles a signal in several steps (pass it on,
+    /// then record it) is paused between them.
+    after: Option<(usize, u64)>,
+}
+
+/// The event log on a descriptor COMMAND also writes to: the tool's
+/// stdout, a pipe the supervisor reads slowly, is `--events 1` of some
+/// tools of the chain, and the root writes `chunks` lines of 512 bytes to
+/// it as fast as the pipe takes them. Every line it wrote must arrive, none
+/// of its writes may fail, and no tool may wait on the full pipe.
+#[derive(Clone, Debug)]
+struct Shared {
+    /// The layers given `--events 1`.
+    layers: Vec<usize>,
+    chunks: u64,
+    /// The supervisor reads nothing until the tool has exited: the pipe
+    /// stays full, and a tool that waited on its log would never end.
+    stall: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -253,6 +292,7 @@ struct Scenario {
     /// `NOTIFY_SOCKET` set, with a short-lived sender in the tree; `true`:
     /// the sender becomes user nobody first.
     notify: Option<bool>,
+    shared: Option<Shared>,
 }
 
 /// What this machine can run.
@@ -269,12 +309,26 @@ struct Caps {
     cgroup: bool,
 }
 
-/// Whether `tool --help` names `option`.
+/// Whether `tool --help` names `option`, and PGWRAP_CHAOS_WITHOUT (a
+/// comma-separated list of options) does not.
 fn offers(tool: &str, option: &str) -> bool {
-    std::process::Command::new(bin(tool))
+    let without = std::env::var("PGWRAP_CHAOS_WITHOUT").unwrap_or_default();
+    if without.split(',').any(|o| o.trim() == option) {
+        return false;
+    }
+    std::process::Command::new(tool_bin(tool))
         .arg("--help")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(option))
+}
+
+/// The tool under test: the build's own, or `PGWRAP_CHAOS_BIN_DIR/NAME`
+/// (the helpers, chaosproc, stay this build's).
+fn tool_bin(name: &str) -> std::path::PathBuf {
+    match std::env::var_os("PGWRAP_CHAOS_BIN_DIR") {
+        Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join(name),
+        _ => bin(name),
+    }
 }
 
 fn pick<T: Copy>(r: &mut Rng, items: &[T]) -> T {
@@ -603,6 +657,7 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
                 at: ms(&mut r, 0, 700),
                 target,
                 ms: ms(&mut r, 1, 500),
+                after: None,
             });
         }
     }
@@ -610,6 +665,51 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
     // makes the scenario it made.
     let mut nr = Rng::new(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 0x6e6f_7469_6679);
     let notify = chance(&mut nr, 40).then(|| caps.root && chance(&mut nr, 50));
+    // Pauses timed to a signal the harness sends to the tool (or its
+    // group): 0-300 us after it, for 100-500 ms, of the tool that got it,
+    // of reap's front or its back (where a signal's handling spans two
+    // processes), or of any tool of the chain. Random milliseconds would
+    // almost never land between two steps of a tool's handling.
+    let mut pr = Rng::new(seed.wrapping_mul(0x9e6c_63d0_676a_9a99) ^ 0x0070_6175_7365);
+    if mode == Mode::Plain && !self_stops {
+        for (n, e) in events.iter().enumerate() {
+            let to_tool = matches!(e.target, Target::Tool | Target::Group) && e.sig != KILL;
+            if !to_tool || !chance(&mut pr, 60) {
+                continue;
+            }
+            let target = match (pr.below(4), has_reap) {
+                (0, _) => Target::Layer(0),
+                (1, Some(i)) => Target::Layer(i),
+                (2, Some(i)) => Target::Back(i),
+                _ => Target::Layer(pr.below(layers.len())),
+            };
+            pauses.push(Pause {
+                at: e.at,
+                target,
+                ms: ms(&mut pr, 100, 500),
+                after: Some((n, ms(&mut pr, 0, 300))),
+            });
+        }
+    }
+    // A descriptor shared with the event log: where /proc is the tools'
+    // own (the log reopens its descriptor there) and nothing else limits
+    // them.
+    let mut sr = Rng::new(seed.wrapping_mul(0xd134_2543_de82_ef95) ^ 0x7368_6172_6564);
+    let shared = (mode == Mode::Plain && nofile.is_none() && nproc.is_none())
+        .then_some(())
+        .filter(|_| chance(&mut sr, 30))
+        .map(|_| {
+            let mut on: Vec<usize> = (0..layers.len()).filter(|_| chance(&mut sr, 50)).collect();
+            if on.is_empty() {
+                on.push(sr.below(layers.len()));
+            }
+            let chunks = ms(&mut sr, 192, 512);
+            Shared {
+                layers: on,
+                chunks,
+                stall: chance(&mut sr, 30),
+            }
+        });
     Scenario {
         seed,
         layers,
@@ -624,6 +724,7 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
         mode,
         decoys,
         notify,
+        shared,
     }
 }
 
@@ -667,10 +768,13 @@ impl Scenario {
         let mut v: Vec<String> = Vec::new();
         let dur = |ms: u64| format!("{ms}ms");
         let verbose = std::env::var_os("PGWRAP_CHAOS_VERBOSE").is_some();
-        for tool in &self.layers {
-            v.push(bin(tool.name()).display().to_string());
+        for (n, tool) in self.layers.iter().enumerate() {
+            v.push(tool_bin(tool.name()).display().to_string());
             if verbose {
                 v.push("-v".into());
+            }
+            if self.shared.as_ref().is_some_and(|s| s.layers.contains(&n)) {
+                v.extend(["--events".into(), "1".into()]);
             }
             match tool {
                 Tool::Pgwrap(o) => {
@@ -824,12 +928,16 @@ impl Scenario {
         }
         let _ = write!(s, "] pauses=[");
         for p in &self.pauses {
-            let _ = write!(s, "{}ms {:?} {}ms; ", p.at, p.target, p.ms);
+            let _ = write!(s, "{}ms {:?} {}ms", p.at, p.target, p.ms);
+            if let Some((n, us)) = p.after {
+                let _ = write!(s, " ({us}us after event {n})");
+            }
+            let _ = write!(s, "; ");
         }
         let _ = write!(
             s,
             "] ign=[{}] blk=[{}] pend=[{}] nofile={:?} nproc={:?} decoys={:?} notify={:?} \
-             bound={}ms",
+             shared={:?} bound={}ms",
             list(&self.ign),
             list(&self.blk),
             list(&self.pend),
@@ -837,6 +945,7 @@ impl Scenario {
             self.nproc,
             self.decoys,
             self.notify,
+            self.shared,
             self.bound_ms()
         );
         s
@@ -1662,6 +1771,8 @@ struct Report {
     stragglers: Vec<String>,
     /// What reached the harness's notification socket.
     notified: Vec<String>,
+    /// What the supervisor read from the descriptor shared with the event log.
+    shared: Vec<u8>,
 }
 
 impl Report {
@@ -1750,7 +1861,14 @@ fn run_scenario(sc: &Scenario, marker: &str) -> Report {
             Target::Layer(i) => format!("layer:{i}"),
             other => format!("{other:?}"),
         };
-        let _ = writeln!(plan, "pause {} {target} {}", p.at, p.ms);
+        match p.after {
+            Some((n, us)) => {
+                let _ = writeln!(plan, "pause {} {target} {} {n}:{us}", p.at, p.ms);
+            }
+            None => {
+                let _ = writeln!(plan, "pause {} {target} {}", p.at, p.ms);
+            }
+        }
     }
     for d in &sc.decoys {
         let _ = writeln!(plan, "decoy {d}");
@@ -1773,6 +1891,11 @@ fn run_scenario(sc: &Scenario, marker: &str) -> Report {
         }
         sock
     });
+    let shared_path = dir.join("shared").display().to_string();
+    if let Some(sh) = &sc.shared {
+        let stall = u8::from(sh.stall);
+        let _ = writeln!(plan, "shared {} {stall} {shared_path}", sh.chunks);
+    }
     let plan_path = dir.join("plan");
     std::fs::write(&plan_path, plan).expect("write the plan");
 
@@ -1845,6 +1968,7 @@ fn run_scenario(sc: &Scenario, marker: &str) -> Report {
         .map(str::to_string)
         .collect();
     report.stderr = std::fs::read_to_string(&stderr).unwrap_or_default();
+    report.shared = std::fs::read(&shared_path).unwrap_or_default();
     if let Some(sock) = upstream {
         let mut buf = [0u8; 4096];
         while let Ok(n) = sock.recv(&mut buf) {
@@ -1870,7 +1994,7 @@ fn notify_text(seed: u64) -> String {
 fn notify_expected(sc: &Scenario, rep: &Report) -> Option<String> {
     sc.notify?;
     let line = rep.log.iter().find(|l| l.starts_with("notify node=0 "))?;
-    if line.ends_with("sent=unset") {
+    if line.ends_with("sent=unset") || line.ends_with("sent=nofork") {
         return None;
     }
     let chain_kill = sc.events.iter().any(|e| {
@@ -1906,9 +2030,84 @@ fn decode_status(raw: i32) -> Outcome {
     }
 }
 
+/// A line of the root's on the descriptor shared with the event log:
+/// `D SEQ ` (SEQ of 8 digits), then `x` up to 511 bytes, then a newline.
+const SHARED_LINE: usize = 512;
+
+/// What went wrong on the descriptor shared with the event log: a write of
+/// the root's that failed, a line of its that did not arrive (or arrived
+/// out of order), a line that is neither its nor an event.
+fn shared_violations(sh: &Shared, rep: &Report) -> Vec<String> {
+    let mut v = Vec::new();
+    let field = |line: &str, k: &str| -> Option<i64> {
+        line.split_whitespace()
+            .find_map(|t| t.strip_prefix(k)?.strip_prefix('=')?.parse().ok())
+    };
+    let done = rep.log.iter().find(|l| l.starts_with("shared node=0 "));
+    let wrote = done.and_then(|l| field(l, "wrote"));
+    if let Some(line) = done {
+        if field(line, "err") != Some(0) {
+            v.push(format!(
+                "a write of COMMAND's to the pipe it shares with the event log failed \
+                 ({line}; {} lines to write; err 11 is EAGAIN: its open file description \
+                 was made non-blocking)",
+                sh.chunks
+            ));
+        }
+    }
+    let mut seqs: Vec<i64> = Vec::new();
+    let mut events = 0;
+    for line in rep.shared.split(|&b| b == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        let seq = (line.len() == SHARED_LINE - 1 && line.starts_with(b"D "))
+            .then(|| std::str::from_utf8(&line[2..10]).ok()?.parse::<i64>().ok())
+            .flatten();
+        match seq {
+            Some(n) => seqs.push(n),
+            None if line.starts_with(b"{") => events += 1,
+            None => {
+                let head = &line[..line.len().min(80)];
+                v.push(format!(
+                    "a line on the shared pipe is neither COMMAND's nor an event: {:?}",
+                    String::from_utf8_lossy(head)
+                ));
+                break;
+            }
+        }
+    }
+    let in_order = seqs.iter().enumerate().all(|(i, &n)| n == i as i64);
+    if !in_order {
+        let first = seqs
+            .iter()
+            .enumerate()
+            .find(|&(i, &n)| n != i as i64)
+            .map(|(i, &n)| format!("line {i} is {n}"))
+            .unwrap_or_default();
+        v.push(format!(
+            "COMMAND's lines on the shared pipe arrived with a gap or out of order ({first}; \
+             {} of them, {events} event lines)",
+            seqs.len()
+        ));
+    } else if let Some(k) = wrote.filter(|&k| k != seqs.len() as i64) {
+        v.push(format!(
+            "COMMAND wrote {k} lines to the pipe it shares with the event log, {} arrived \
+             ({events} event lines)",
+            seqs.len()
+        ));
+    }
+    v
+}
+
 fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     let mut v = Vec::new();
     let mut add = |kind: &'static str, detail: String| v.push(Violation { kind, detail });
+    if let Some(sh) = &sc.shared {
+        for detail in shared_violations(sh, rep) {
+            add("shared-fd", detail);
+        }
+    }
     if let Some(line) = notify_expected(sc, rep) {
         let want = format!("X-CHAOS={}\n", notify_text(sc.seed));
         if !rep.notified.contains(&want) {
@@ -2189,8 +2388,14 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
 type RunResult = (u64, u64, Vec<Violation>, String);
 
 fn replay(seed: u64) -> String {
+    let mut env = String::new();
+    for key in ["PGWRAP_CHAOS_BIN_DIR", "PGWRAP_CHAOS_WITHOUT"] {
+        if let Ok(v) = std::env::var(key) {
+            let _ = write!(env, "{key}={v} ");
+        }
+    }
     format!(
-        "PGWRAP_CHAOS_ONE={seed} cargo test --test integration chaos_bounded_run -- --nocapture"
+        "{env}PGWRAP_CHAOS_ONE={seed} cargo test --test integration chaos_bounded_run -- --nocapture"
     )
 }
 
@@ -2276,6 +2481,12 @@ fn chaos_bounded_run() {
             (start..start + n).collect()
         }
     };
+    if std::env::var_os("PGWRAP_CHAOS_DRY").is_some() {
+        for &seed in &seeds {
+            eprintln!("chaos: seed {seed}: {}", generate(seed, caps).describe());
+        }
+        return;
+    }
     let jobs = env_u64("PGWRAP_CHAOS_JOBS").unwrap_or(2).max(1) as usize;
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<RunResult>> = Mutex::new(Vec::new());
