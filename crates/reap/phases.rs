@@ -461,7 +461,7 @@ impl<'a> Back<'a> {
         }
         match child.poll_job() {
             Some(Job::Stopped(sig)) => self.terminal.on_stop(child, sig),
-            Some(Job::Continued) => self.terminal.stopped = false,
+            Some(Job::Continued) => self.terminal.continued(),
             None => {}
         }
         self.tick();
@@ -661,7 +661,7 @@ impl<'a> Back<'a> {
                 }
             }
             Action::ContinueIfStopped => {
-                if let Some(child) = self.leader.as_ref().filter(|_| self.terminal.stopped) {
+                if let Some(child) = self.leader.as_ref().filter(|_| self.terminal.is_stopped()) {
                     let _ = child.signal(Target::Group, Signal::CONT);
                 }
             }
