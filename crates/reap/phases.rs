@@ -461,7 +461,7 @@ impl<'a> Back<'a> {
         }
         match child.poll_job() {
             Some(Job::Stopped(sig)) => self.terminal.on_stop(child, sig),
-            Some(Job::Continued) => self.terminal.stopped = false,
+            Some(Job::Continued) => self.terminal.continued(),
             None => {}
         }
         self.tick();
@@ -661,7 +661,7 @@ impl<'a> Back<'a> {
                 }
             }
             Action::ContinueIfStopped => {
-                if let Some(child) = self.leader.as_ref().filter(|_| self.terminal.stopped) {
+                if let Some(child) = self.leader.as_ref().filter(|_| self.terminal.is_stopped()) {
                     let _ = child.signal(Target::Group, Signal::CONT);
                 }
             }
@@ -741,7 +741,17 @@ impl<'a> Back<'a> {
         let running = tree.iter().any(|p| p.pid == leader && !p.is_zombie());
         let all_sent = self.config.stop_all || !running;
         let skip = Default::default();
-        for s in pgkit::survivors::below(&tree, self.leader_pid(), all_sent, sig, &skip) {
+        // The sweep's grace (not a stop request's): the rounds know whom
+        // they reached.
+        let swept = matches!(self.machine.phase(), Phase::Sweep { .. });
+        for mut s in pgkit::survivors::below(&tree, self.leader_pid(), all_sent, sig, &skip) {
+            let walked = tree.iter().find(|p| p.pid == s.pid);
+            if let Some(sent) = walked
+                .filter(|_| swept)
+                .and_then(|p| self.sweeper.marked(p))
+            {
+                s.sent = sent;
+            }
             pgkit::warn!("{}", s.line(sig));
             events::survivor(&s);
         }

@@ -405,6 +405,15 @@ impl Sweeper {
         descend::descendants().unwrap_or_default()
     }
 
+    /// Whether this stage's rounds sent their signal to `p`; `None` where
+    /// the tree is not walked (who got it is not known one by one). A
+    /// process forked after the last walk by one that outlived the signal
+    /// was not: no wake comes of a grandchild's fork.
+    pub fn marked(&mut self, p: &Proc) -> Option<bool> {
+        (self.finder() == Finder::Proc)
+            .then(|| self.marks.get(&p.pid).is_some_and(|m| m.start == p.start))
+    }
+
     /// The processes (pid, start time) the rounds so far sent KILL to.
     pub fn killed(&self) -> &BTreeSet<(i32, u64)> {
         &self.killed

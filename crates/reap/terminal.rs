@@ -17,13 +17,12 @@ use pgkit::tty::{self, Foreground, JobControl};
 use pgkit::{verbose, Child, Signal, Target};
 
 pub struct Terminal {
-    /// Whether COMMAND's group has the terminal, and `--foreground`'s
-    /// hand-over when the job comes to the foreground.
+    /// Whether COMMAND's group has the terminal, `--foreground`'s
+    /// hand-over when the job comes to the foreground, and whether COMMAND
+    /// is stopped (job control).
     jobs: JobControl,
     /// The front, when reap is split in two.
     front: Option<ToFront>,
-    /// COMMAND is stopped (job control).
-    pub stopped: bool,
 }
 
 impl Terminal {
@@ -31,13 +30,22 @@ impl Terminal {
         Terminal {
             jobs: JobControl::new(handed_over, mode),
             front,
-            stopped: false,
         }
+    }
+
+    /// Whether COMMAND is stopped (job control).
+    pub fn is_stopped(&self) -> bool {
+        self.jobs.is_stopped()
+    }
+
+    /// COMMAND was seen continued.
+    pub fn continued(&mut self) {
+        self.jobs.continued();
     }
 
     /// COMMAND was stopped by `sig`.
     pub fn on_stop(&mut self, child: &Child, sig: Signal) {
-        self.stopped = true;
+        self.jobs.mark_stopped();
         verbose!("COMMAND stopped by {sig}");
         let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
         match self.front.as_ref() {
@@ -74,7 +82,7 @@ impl Terminal {
         };
         verbose!("received {sig}: stopping COMMAND's group, then the front");
         let _ = child.signal(Target::Group, Signal::STOP);
-        self.stopped = true;
+        self.jobs.mark_stopped();
         if tty::foreground_group() == Some(child.pid()) {
             let _ = tty::give_to(front.front_pgid);
         }
@@ -86,7 +94,7 @@ impl Terminal {
     /// The front was continued (or reap received CONT): continue COMMAND
     /// if it is stopped, with the terminal if the front's group has it.
     pub fn on_continue(&mut self, child: &Child) {
-        if !self.stopped {
+        if !self.jobs.is_stopped() {
             return;
         }
         let Some(front) = &self.front else {

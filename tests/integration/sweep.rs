@@ -277,3 +277,52 @@ fn verbose_names_the_leftovers_it_signals() {
         "{err}"
     );
 }
+
+/// A leftover that survives the stop signal and keeps forking: its children
+/// born after the last walk were never sent TERM (reap is not woken by a
+/// grandchild's fork). When the grace is over, no survivor line may say
+/// TERM has failed to end a process it was never sent to: each such one is
+/// "not sent TERM". (That they then get KILL with no TERM first is what
+/// the deadline leaves; the line at least says so.)
+#[test]
+fn a_leftover_forked_after_the_last_walk_is_said_not_to_have_been_sent_term() {
+    let dir = crate::kit::temp_dir("forker");
+    let ready = dir.join("ready");
+    let script = format!(
+        "sh -c 'trap : TERM; echo r > {r}; while :; do sleep 30 & sleep 0.05; done' & \
+         while [ ! -s {r} ]; do sleep 0.01; done; sleep 0.3",
+        r = ready.display()
+    );
+    let mut run = crate::reap_kit::reap(["-v", "--grace", "1s", "--", "sh", "-c"])
+        .arg(script)
+        .stderr_piped()
+        .spawn();
+    run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    let pid_after = |line: &str, key: &str| -> Option<i32> {
+        let rest = &line[line.find(key)? + key.len()..];
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    let termed: std::collections::BTreeSet<i32> = err
+        .lines()
+        .filter_map(|l| pid_after(l, "sent TERM to pid "))
+        .collect();
+    let wrong: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("still running after the grace"))
+        .filter(|l| pid_after(l, ": pid ").is_some_and(|p| !termed.contains(&p)))
+        .filter(|l| !l.contains("it was not sent TERM"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "survivors never sent TERM, named as if they had been:\n{}\n\nall:\n{err}",
+        wrong.join("\n")
+    );
+    assert!(
+        err.contains("it was not sent TERM"),
+        "the forker's late children were expected among the survivors:\n{err}"
+    );
+}

@@ -15,6 +15,15 @@
 //! across the clone, so no signal meant for the tool can run anything in the
 //! child; the child unblocks only once its dispositions are back to the
 //! caller's, and then a pending signal simply acts on COMMAND.
+//!
+//! But one kind of signal must not act in the child before exec: a
+//! job-control stop (TSTP, TTIN, TTOU: a Ctrl-Z once COMMAND's group has
+//! the terminal). It would stop the child while the tool waits in clone for
+//! an exec that cannot come, so the tool could neither follow nor forward,
+//! and the shell would wait on a job it does not see stopped. So where
+//! COMMAND would take such a signal's default action, the child catches it
+//! until exec (which puts the default action back, the caller's) and notes
+//! it; once the child has exec'd, the tool sends it again, to COMMAND.
 
 use crate::child::Child;
 use crate::error::{describe, Error, CANNOT_EXEC, NOT_FOUND};
@@ -30,6 +39,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::raw::{c_char, c_int, c_void};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 /// Where COMMAND is put.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +149,12 @@ impl Spawn {
             enter: None,
             failure: shared.as_ref().map_or(&local, |s| s.get()),
         };
+        // Where the child's catcher notes a job-control stop (shared with
+        // the child either way: its memory, or the shared page).
+        HELD.store(
+            &job.failure.held as *const AtomicU32 as *mut AtomicU32,
+            Ordering::Relaxed,
+        );
         let cloned = match self.cgroup {
             Some((dir, procs)) => match clone3_into(&job, dir) {
                 Err(e) if clone3_missing(&e) => {
@@ -158,10 +174,16 @@ impl Spawn {
             _ if self.cgroup.is_some() => Error::sys("start a process in its cgroup", e),
             _ => Error::sys("start a process", e),
         })?;
+        HELD.store(std::ptr::null_mut(), Ordering::Relaxed);
         if job.failure.errno.get() != 0 {
             // The child failed before or at exec and has exited: reap it.
             let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
             return Err(self.failure(job.failure));
+        }
+        let held = job.failure.held.load(Ordering::Relaxed);
+        for sig in JOB_STOPS.into_iter().filter(|s| held & bit(*s) != 0) {
+            crate::verbose!("COMMAND got {sig} before its exec: sent to it again");
+            let _ = crate::signal::kill(pid.as_raw_pid(), sig);
         }
         // Without CLONE_PIDFD (older kernels): a pidfd of the unreaped child,
         // or none, and SIGCHLD alone watches it.
@@ -487,6 +509,7 @@ impl Image {
         Failure {
             stage: Cell::new(Stage::Exec),
             errno: Cell::new(errno),
+            held: AtomicU32::new(0),
         }
     }
 }
@@ -507,6 +530,9 @@ enum Stage {
 struct Failure {
     stage: Cell<Stage>,
     errno: Cell<c_int>,
+    /// The job-control stops the child caught before exec (a bit per
+    /// signal number), to be sent again once it has exec'd.
+    held: AtomicU32,
 }
 
 impl Failure {
@@ -747,7 +773,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     if let Some(sig) = job.pdeathsig {
         set_pdeathsig(sig);
     }
-    job.restorer.restore();
+    job.restorer.restore_with(hold_stops);
     if let Some(sig) = job.pdeathsig.filter(|_| getppid() != Some(job.parent)) {
         // The parent died before prctl: no one will send the signal.
         let _ = crate::signal::kill(me.as_raw_pid(), sig);
@@ -758,6 +784,54 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     let failure = job.image.exec();
     job.failure.record(failure.stage.get(), failure.errno.get());
     127
+}
+
+/// The signals that stop a process for job control and can be caught.
+const JOB_STOPS: [Signal; 3] = [Signal::TSTP, Signal::TTIN, Signal::TTOU];
+
+/// `sig`'s bit in [`Failure::held`] (job-control stops are below 32).
+fn bit(sig: Signal) -> u32 {
+    1u32.checked_shl(sig.raw() as u32).unwrap_or(0)
+}
+
+/// The [`Failure::held`] of the spawn under way, for [`hold_stop`]: set by
+/// the parent before the clone, cleared after (the tools have one thread).
+static HELD: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
+
+/// In the child, until exec: each job-control stop whose action is the
+/// default (it would stop the child, the tool waiting in clone) is caught
+/// by [`hold_stop`] instead. `execve` resets a caught signal to its default
+/// action, so COMMAND starts with the caller's disposition all the same; an
+/// ignored one stays ignored and is left alone. Plain system calls only.
+fn hold_stops() {
+    for sig in JOB_STOPS {
+        if crate::sigraw::disposition(sig) != crate::sigraw::Disposition::Default {
+            continue;
+        }
+        // SAFETY: an all-zero sigaction is valid (empty mask, no flags); the
+        // handler is a plain function that only does an atomic store. The C
+        // library's sigaction (it provides the return trampoline the kernel
+        // needs) makes the system call and, in musl, sets two flags of its
+        // own in memory shared with the parent, which never sets a handler:
+        // no lock, no allocation, fit for the vfork child.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = hold_stop as extern "C" fn(c_int) as usize;
+            act.sa_flags = libc::SA_RESTART;
+            libc::sigaction(sig.raw(), &act, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The child's catcher of a job-control stop before exec: notes it.
+extern "C" fn hold_stop(sig: c_int) {
+    let held = HELD.load(Ordering::Relaxed);
+    // SAFETY: null, or the spawn's `Failure::held`, alive until the clone
+    // returns, which is after every run of this handler (it runs only in the
+    // child before exec, while the parent is suspended).
+    if let Some(held) = unsafe { held.as_ref() } {
+        held.fetch_or(1u32.checked_shl(sig as u32).unwrap_or(0), Ordering::Relaxed);
+    }
 }
 
 /// `prctl(PR_SET_PDEATHSIG, sig)`. A raw call, not rustix's

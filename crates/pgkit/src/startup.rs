@@ -169,10 +169,19 @@ impl Restorer {
     /// unblocks last, so a signal pending in the child is delivered to
     /// COMMAND's image with its default action, as if sent to COMMAND.
     pub fn restore(&self) {
+        self.restore_with(|| {});
+    }
+
+    /// [`Restorer::restore`], with `before_unblock` run once the
+    /// dispositions are the caller's and before the mask is: what it sets
+    /// is in place before any signal can be delivered. Async-signal-safe if
+    /// `before_unblock` is.
+    pub fn restore_with(&self, before_unblock: impl FnOnce()) {
         self.discard_pending();
         if self.ignore_children {
             let _ = sigraw::set_disposition(Signal::CHLD, true);
         }
+        before_unblock();
         sigraw::set_mask(self.mask);
     }
 }

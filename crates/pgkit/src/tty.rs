@@ -192,7 +192,7 @@ pub struct JobControl {
     /// Hand the terminal over when the job comes to the foreground.
     pub follows_fg: bool,
     /// COMMAND was seen stopped, or stopped by the tool, and not continued
-    /// since by the tool.
+    /// since by the tool (nor, where the caller says so, seen continued).
     stopped: bool,
     /// The line for a background read or write was said.
     hinted: bool,
@@ -240,6 +240,24 @@ impl JobControl {
         }
         crate::verbose!("COMMAND stopped by {sig}; stopping too");
         self.stop_job(child, sig);
+    }
+
+    /// Whether COMMAND is stopped, as far as job control knows: seen
+    /// stopped, or stopped by the tool, and neither continued by the tool
+    /// nor seen continued since.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// COMMAND was stopped (seen so, or by the tool's own signal) where the
+    /// caller handles the stop itself (reap's back, which has a front).
+    pub fn mark_stopped(&mut self) {
+        self.stopped = true;
+    }
+
+    /// COMMAND was seen continued, whoever continued it.
+    pub fn continued(&mut self) {
+        self.stopped = false;
     }
 
     /// Say once that COMMAND is stopped for a background read or write.

@@ -4,6 +4,8 @@
 
 /// Terminal cases across the tools: default hand-over or not, hints, Ctrl-C, Ctrl-Z/fg.
 mod all;
+/// A job-control stop of COMMAND before its execve (the tool in clone).
+mod before_exec;
 /// graceful on a terminal: Ctrl-C starts the ladder.
 mod graceful;
 /// Job control in every mode: the shell's job is the tool and COMMAND together.
