@@ -109,6 +109,17 @@ impl Below {
 
 /// The survivors of `walk` for the stop signal `sig` sent to COMMAND's
 /// group `group`, guarded processes left out (pgkit::survivors::below).
-pub fn survivors(walk: &Walk, group: i32, sig: Signal) -> Vec<Survivor> {
-    survivors::below(&walk.tree, group, false, sig, &walk.guarded)
+/// One started after `sent_at` (boot ticks: the stop signal went out
+/// then) was not sent it, whatever its group: a member forked since.
+pub fn survivors(walk: &Walk, group: i32, sig: Signal, sent_at: Option<u64>) -> Vec<Survivor> {
+    let mut found = survivors::below(&walk.tree, group, false, sig, &walk.guarded);
+    if let Some(at) = sent_at {
+        for s in &mut found {
+            let start = walk.tree.iter().find(|p| p.pid == s.pid).map(|p| p.start);
+            if start.is_some_and(|start| start > at) {
+                s.sent = false;
+            }
+        }
+    }
+    found
 }

@@ -47,6 +47,9 @@ pub struct Supervisor<'a> {
     trigger: Cell<Option<(Signal, i32)>>,
     /// Everything below graceful, which the kill signal reaches.
     below: Below,
+    /// When the stop signal went out (boot ticks, procfs::uptime_ticks):
+    /// a process started later was not sent it.
+    stop_sent_at: Option<u64>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -73,6 +76,7 @@ impl<'a> Supervisor<'a> {
             relay,
             trigger: Cell::new(None),
             below,
+            stop_sent_at: None,
         }
     }
 
@@ -315,7 +319,7 @@ impl<'a> Supervisor<'a> {
         let stop = self.machine.stop_signal().unwrap_or(Signal::TERM);
         let alive = self.child.exit_status().is_none();
         let found = match self.below.walk() {
-            Some(walk) => crate::below::survivors(&walk, pgid, stop),
+            Some(walk) => crate::below::survivors(&walk, pgid, stop, self.stop_sent_at),
             // Without /proc: COMMAND alone, if it still runs.
             None => alive
                 .then(|| pgkit::survivors::survivor(pgid, stop))
@@ -359,6 +363,8 @@ impl<'a> Supervisor<'a> {
                     // The deadline reaches everything below graceful.
                     if self.machine.killed() {
                         self.kill_below();
+                    } else {
+                        self.stop_sent_at = pgkit::procfs::uptime_ticks();
                     }
                 }
                 // A stopped process acts on nothing but KILL until continued.

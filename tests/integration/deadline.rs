@@ -272,3 +272,43 @@ fn an_outer_reaps_kill_spares_an_inner_reaps_cleanup() {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(text, "inner\nouter\n", "the cleanups that ran");
 }
+
+/// A member that outlives TERM and forks during the grace: its children
+/// born after the stop signal went out were not sent it, and the
+/// survivors' lines say so rather than that they ignore it.
+#[test]
+fn graceful_says_a_member_forked_after_the_stop_was_not_sent_it() {
+    let script = r#"trap '' TERM; echo up; while :; do sleep 30 & sleep 0.05; done"#;
+    let mut run = Run::new(bin("graceful"))
+        .args(["--grace", "1s", "--", "sh", "-c", script])
+        .stderr_piped()
+        .spawn();
+    run.expect_line("up", TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    // Some sleeps exist before the stop signal, more are forked during the grace.
+    std::thread::sleep(Duration::from_millis(300));
+    run.signal(libc::SIGTERM);
+    run.wait_exit(TIMEOUT + SLACK);
+    guard.wait_all_gone("nothing below graceful is left", TIMEOUT);
+    let err = run.stderr_all();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter_map(|l| said(l, "graceful"))
+        .filter(|l| l.contains("(sleep) is still running after the grace"))
+        .collect();
+    let unsent = lines
+        .iter()
+        .filter(|l| l.contains("it was not sent TERM"))
+        .count();
+    let ignores = lines
+        .iter()
+        .filter(|l| l.ends_with("it ignores TERM"))
+        .count();
+    // ~6 sleeps before the stop, ~20 during the grace: generous bounds.
+    assert!(unsent >= 5, "{unsent} sleeps said not sent TERM:\n{err}");
+    assert!(
+        ignores >= 1,
+        "no sleep forked before the stop is said to ignore TERM:\n{err}"
+    );
+}

@@ -138,6 +138,21 @@ pub fn status_field<'a>(status: &'a [u8], key: &str) -> Option<&'a [u8]> {
     })
 }
 
+/// The time since boot in the unit of [`Proc::start`]: clock ticks of
+/// `USER_HZ`, 100 on every architecture the tools are built for, as
+/// `/proc/uptime` gives it (hundredths of a second, in the reader's time
+/// namespace, as the start times are). `None` if it cannot be read.
+pub fn uptime_ticks() -> Option<u64> {
+    let text = read("/proc/uptime").ok()?;
+    let first = text.split(|&b| b == b' ').next()?;
+    let (secs, hundredths) = std::str::from_utf8(first).ok()?.split_once('.')?;
+    let hundredths: u64 = hundredths.get(..2)?.parse().ok()?;
+    secs.parse::<u64>()
+        .ok()?
+        .checked_mul(100)?
+        .checked_add(hundredths)
+}
+
 /// A small `/proc` file, whole: open, one read, close.
 /// `std::fs::read_to_string` would add a `statx`, a read per doubling of its
 /// buffer and a last read for the end of file: eight system calls for a
