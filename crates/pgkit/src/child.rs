@@ -165,6 +165,15 @@ impl Child {
     /// same call also looks for a stop or continue, kept for the next
     /// [`Child::poll_job`]: one system call for both questions.
     pub fn peek_exit(&mut self) -> Option<Status> {
+        if let Err(e) = self.try_peek_exit() {
+            self.refused(&e);
+        }
+        self.exit
+    }
+
+    /// [`Child::peek_exit`], but a refused `waitid` is the caller's to
+    /// handle: returned, with nothing said and nothing changed.
+    pub fn try_peek_exit(&mut self) -> io::Result<Option<Status>> {
         if self.exit.is_none() && !self.reaped {
             let options = WaitIdOptions::EXITED
                 | WaitIdOptions::STOPPED
@@ -179,10 +188,10 @@ impl Child {
                 Ok(Some(info)) => self.exit = Some(exit_status(&info)),
                 Ok(None) => self.job_looked = true,
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.lost(),
-                Err(e) => self.refused(&e),
+                Err(e) => return Err(e),
             }
         }
-        self.exit
+        Ok(self.exit)
     }
 
     /// `waitid` itself is refused (a seccomp profile's EPERM or ENOSYS, a
