@@ -6,8 +6,10 @@
 //! defects.
 
 use super::faults::bounded_output;
-use crate::kit::bin;
+use crate::kit::{bin, Run, TIMEOUT};
+use crate::procfs;
 use crate::skip;
+use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::time::Duration;
 
@@ -62,6 +64,66 @@ fn reap_with_waitid_refused_ends_and_does_not_hang() {
                     out.status
                 );
                 assert_eq!(stderr, "", "{case}: stderr");
+            }
+        }
+    }
+}
+
+/// pgwrap and graceful with `kill` refused: a forwarded TERM (graceful's
+/// stop signal) still reaches COMMAND, through its pidfd. With
+/// `pidfd_send_signal` refused too, no way to signal is left: the tool
+/// exits 125 with one line naming the calls, and COMMAND gets its
+/// `--pdeathsig` KILL. Before, the TERM was dropped in silence and COMMAND
+/// ran on.
+#[test]
+fn a_refused_kill_does_not_drop_a_forwarded_term() {
+    let test = "refusals::a_refused_kill_does_not_drop_a_forwarded_term";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    for tool in ["pgwrap", "graceful"] {
+        for err in ERRORS {
+            for calls in [&["kill"][..], &["kill", "pidfd_send_signal"][..]] {
+                let case = format!("{tool}, {} refused with {err}", calls.join(" and "));
+                let mut run = Run::new("strace")
+                    .args(["-f", "-qq", "-o", "/dev/null"])
+                    .arg(format!("-etrace={}", calls.join(",")))
+                    .args(calls.iter().map(|c| format!("-einject={c}:error={err}")))
+                    .arg(bin(tool))
+                    .arg("--")
+                    .arg(bin("sigprobe"))
+                    .stderr_piped()
+                    .spawn();
+                let probe = run.expect_ready(TIMEOUT);
+                // SAFETY: kill(2) of the tool, a live process of this test.
+                assert_eq!(
+                    unsafe { libc::kill(probe.ppid, libc::SIGTERM) },
+                    0,
+                    "{case}"
+                );
+                let status = run.wait_exit(Duration::from_secs(20));
+                let stderr = run.stderr_all();
+                procfs::wait_until(&format!("{case}: COMMAND gone"), TIMEOUT, || {
+                    !procfs::alive(probe.pid)
+                });
+                if calls.len() == 1 {
+                    let got = run.lines_so_far().iter().any(|l| l.starts_with("got TERM"));
+                    assert!(
+                        got && (status.code() == Some(0) || status.signal() == Some(libc::SIGTERM)),
+                        "{case}: TERM not passed on: {status:?}, {stderr:?}"
+                    );
+                } else {
+                    assert_eq!(status.code(), Some(125), "{case}: {status:?}, {stderr:?}");
+                    assert_eq!(
+                        stderr.lines().count(),
+                        1,
+                        "{case}: not one line: {stderr:?}"
+                    );
+                    assert!(
+                        stderr.contains("kill"),
+                        "{case}: the call not named: {stderr:?}"
+                    );
+                }
             }
         }
     }
