@@ -776,6 +776,19 @@ impl<'a> Back<'a> {
                 "received {sig} from pid {from}: passed on as {out} to {to} {}",
                 child.pid()
             ),
+            // Every way of sending refused (a seccomp profile): not dropped
+            // in silence. reap stays COMMAND's subreaper and waits for its
+            // end (leaving would leave COMMAND's tree unguarded).
+            Err(e) if pgkit::child::refusal(&e) => pgkit::warn!(
+                "received {sig} from pid {from}: unable to send {out} to {to} {}: {}: {}; \
+                 COMMAND runs on until it ends",
+                child.pid(),
+                match route.to {
+                    Target::Group => "kill, then pidfd_send_signal",
+                    Target::Child => "pidfd_send_signal, then kill",
+                },
+                pgkit::error::describe(&e)
+            ),
             Err(e) => verbose!("received {sig} from pid {from}: cannot forward: {e}"),
         }
     }

@@ -128,3 +128,42 @@ fn a_refused_kill_does_not_drop_a_forwarded_term() {
         }
     }
 }
+
+/// reap with `kill` and `pidfd_send_signal` refused: a TERM it cannot pass
+/// on is said on one line naming the calls (reap stays COMMAND's subreaper
+/// and waits for its end). Before, it was dropped in silence.
+#[test]
+fn reap_says_a_term_it_cannot_pass_on() {
+    let test = "refusals::reap_says_a_term_it_cannot_pass_on";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    let mut run = Run::new("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-etrace=kill,pidfd_send_signal",
+        ])
+        .args([
+            "-einject=kill:error=EPERM",
+            "-einject=pidfd_send_signal:error=EPERM",
+        ])
+        .arg(bin("reap"))
+        .arg("--")
+        .arg(bin("sigprobe"))
+        .args(["--sleep-ms", "1500"])
+        .stderr_piped()
+        .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    let front = procfs::ppid(probe.ppid).unwrap_or(0);
+    // SAFETY: kill(2) of reap's front, a live process of this test.
+    assert_eq!(unsafe { libc::kill(front, libc::SIGTERM) }, 0);
+    run.wait_exit(Duration::from_secs(20));
+    let stderr = run.stderr_all();
+    assert!(
+        stderr.contains("unable to send TERM") && stderr.contains("kill"),
+        "the TERM dropped in silence: {stderr:?}"
+    );
+}
