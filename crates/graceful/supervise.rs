@@ -302,6 +302,11 @@ impl<'a> Supervisor<'a> {
             events::signal(signal, from, "forwarded", Some(signal));
             match sent {
                 Ok(()) => verbose!("received {signal} from pid {from}: forwarded to group {group}"),
+                Err(e) if pgkit::child::refusal(&e) => {
+                    let pdeathsig = self.config.pdeathsig;
+                    self.child
+                        .cannot_signal(Target::Group, signal, &e, pdeathsig)
+                }
                 Err(e) => verbose!("received {signal} from pid {from}: cannot forward: {e}"),
             }
         } else {
@@ -358,6 +363,10 @@ impl<'a> Supervisor<'a> {
                     events::sent(kind, sig, "group", group, self.grace_ms());
                     match sent {
                         Ok(()) => verbose!("sent {sig} to group {group}"),
+                        Err(e) if pgkit::child::refusal(&e) => {
+                            let pdeathsig = self.config.pdeathsig;
+                            self.child.cannot_signal(Target::Group, sig, &e, pdeathsig)
+                        }
                         Err(e) => verbose!("cannot send {sig} to group {group}: {e}"),
                     }
                     // The deadline reaches everything below graceful.

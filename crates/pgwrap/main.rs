@@ -177,6 +177,9 @@ fn pass_on(
             verbose!("received {signal} from pid {from}: forwarded to {to} {pid}")
         }
         Ok(()) => verbose!("received {signal} from pid {from}: passed on as {out} to {to} {pid}"),
+        Err(e) if pgkit::child::refusal(&e) => {
+            child.cannot_signal(config.route.to, out, &e, config.pdeathsig)
+        }
         Err(e) => {
             verbose!("received {signal} from pid {from}: cannot send {out} to {to} {pid}: {e}")
         }

@@ -84,6 +84,9 @@ enum Slot {
     Cause,
     /// The back is about to exit or exec the cleanup.
     Finished,
+    /// The status the back exits with ([`encode_status`]), written right
+    /// before: where `waitid` is refused the front still ends as it did.
+    Exit,
 }
 
 impl Slot {
@@ -274,12 +277,17 @@ impl Front {
                 relay.relay();
             }
             let exited = if back_ready {
-                self.back.peek_exit()
+                match self.back.try_peek_exit() {
+                    Ok(exited) => exited.map(|s| (s, true)),
+                    Err(e) => self.ended_unread(&e).map(|s| (s, false)),
+                }
             } else {
                 None
             };
-            if let Some(status) = exited {
-                self.back.reap();
+            if let Some((status, read)) = exited {
+                if read {
+                    self.back.reap();
+                }
                 // Everything it wrote before it ended is in the pipe, and
                 // on the board.
                 self.read_back(false);
@@ -315,6 +323,33 @@ impl Front {
             // Without a pidfd the back's exit is looked for on every wake.
             back_ready = back_at.map_or(true, |i| ready.contains(&i));
             news_ready = news_at.is_some_and(|i| ready.contains(&i));
+        }
+    }
+
+    /// `waitid` is refused (a seccomp profile): the back's status cannot
+    /// be read, nor the back reaped (its zombie goes to init once the
+    /// front exits). Whether it has ended is in `/proc`; how, on the
+    /// board, where it wrote its exit status before it exited. A back
+    /// that finished without leaving one (it became the cleanup) ends
+    /// reap with 125 and one line naming the call.
+    fn ended_unread(&mut self, e: &std::io::Error) -> Option<Status> {
+        let pid = self.back.pid();
+        if !pgkit::procfs::stat(pid).map_or(true, |p| p.is_zombie()) {
+            return None;
+        }
+        let news = BackNews::from_board(&self.board);
+        let exit = self.board.get(Slot::Exit.at()).and_then(decode_status);
+        match exit {
+            Some(status) if news.finished => Some(status),
+            _ if news.finished => {
+                pgkit::warn!(
+                    "unable to wait for the subreaper process (pid {pid}): waitid: {}; its exit \
+                     status is lost",
+                    pgkit::error::describe(e)
+                );
+                exit::exit_code(pgkit::error::TOOL_FAILED)
+            }
+            _ => Some(Status::Exited(pgkit::error::TOOL_FAILED)),
         }
     }
 
@@ -600,6 +635,11 @@ impl ToFront {
     /// back from now on is reap's final status, not a loss.
     pub fn finished(&self) {
         self.board.set(Slot::Finished.at(), 1);
+    }
+
+    /// The status the back is about to exit with.
+    pub fn exiting(&self, status: Status) {
+        self.board.set(Slot::Exit.at(), encode_status(status));
     }
 }
 

@@ -511,7 +511,14 @@ impl<'a> Back<'a> {
         let Some(child) = self.leader.as_mut() else {
             return;
         };
-        if let Some(status) = child.peek_exit() {
+        // Without its pidfd readable, the cleanup has not exited (and a
+        // refused waitid is not taken for its end while it runs).
+        let exited = if self.inbox.extra_ready {
+            child.peek_exit()
+        } else {
+            None
+        };
+        if let Some(status) = exited {
             events::cleanup_exited(child.pid(), status);
             self.cleanup_logged = true;
             return self.feed(Event::CleanupExited(status));
@@ -725,6 +732,9 @@ impl<'a> Back<'a> {
                         ("memory_peak", usage.memory_peak),
                     ],
                 );
+                if let Some(front) = &self.to_front {
+                    front.exiting(status);
+                }
                 self.exit = Some(status)
             }
         }
@@ -775,6 +785,19 @@ impl<'a> Back<'a> {
             Ok(()) => verbose!(
                 "received {sig} from pid {from}: passed on as {out} to {to} {}",
                 child.pid()
+            ),
+            // Every way of sending refused (a seccomp profile): not dropped
+            // in silence. reap stays COMMAND's subreaper and waits for its
+            // end (leaving would leave COMMAND's tree unguarded).
+            Err(e) if pgkit::child::refusal(&e) => pgkit::warn!(
+                "received {sig} from pid {from}: unable to send {out} to {to} {}: {}: {}; \
+                 COMMAND runs on until it ends",
+                child.pid(),
+                match route.to {
+                    Target::Group => "kill, then pidfd_send_signal",
+                    Target::Child => "pidfd_send_signal, then kill",
+                },
+                pgkit::error::describe(&e)
             ),
             Err(e) => verbose!("received {sig} from pid {from}: cannot forward: {e}"),
         }
@@ -930,12 +953,13 @@ impl<'a> Back<'a> {
                     self.sweeper.forget(pid);
                 }
             }
-            // Said once: a refused waitid fails at every wake.
+            // Said once (with -v): a refused waitid fails at every wake,
+            // and the line that counts is COMMAND's, whose status it loses.
             Err(e) => {
                 use std::sync::atomic::{AtomicBool, Ordering};
                 static SAID: AtomicBool = AtomicBool::new(false);
                 if !SAID.swap(true, Ordering::Relaxed) {
-                    pgkit::warn!("unable to reap: waitid: {e}");
+                    verbose!("unable to reap: waitid: {e}");
                 }
             }
         }

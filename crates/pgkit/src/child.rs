@@ -80,6 +80,13 @@ pub(crate) fn waitid(pid: Pid, options: WaitIdOptions) -> io::Result<Option<Wait
     }
 }
 
+/// Whether a failed signal was refused (a seccomp profile's EPERM or
+/// ENOSYS, EINVAL), not "no such process": the signal was not delivered
+/// though its target is there.
+pub fn refusal(e: &io::Error) -> bool {
+    e.raw_os_error() != Some(libc::ESRCH)
+}
+
 /// Whether a `waitid` result is a stop or continue (not an exit).
 fn is_job(s: &WaitIdStatus) -> bool {
     s.stopped() || s.continued() || s.trapped()
@@ -156,8 +163,69 @@ impl Child {
             Target::Child => pidfd::send_or_kill(self.pidfd(), self.pid, sig),
             // The group's leader is our unreaped child, so the id is still
             // that group's.
-            Target::Group => crate::signal::kill(-self.pid(), sig),
+            Target::Group => match crate::signal::kill(-self.pid(), sig) {
+                Err(e) if refusal(&e) => self.signal_members(sig).map_err(|_| e),
+                r => r,
+            },
         }
+    }
+
+    /// A signal for COMMAND that every way of sending was refused
+    /// ([`refusal`]): the request is not dropped in silence. One line names
+    /// the calls, and the tool exits 125, so COMMAND gets its
+    /// `--pdeathsig` (the one signal left to give it: the kernel's);
+    /// with `--pdeathsig none` the line says COMMAND is left running.
+    pub fn cannot_signal(
+        &self,
+        target: Target,
+        sig: Signal,
+        e: &io::Error,
+        pdeathsig: Option<Signal>,
+    ) -> ! {
+        let (to, calls) = match target {
+            Target::Group => ("group", "kill, then pidfd_send_signal"),
+            Target::Child => ("pid", "pidfd_send_signal, then kill"),
+        };
+        let fate = match pdeathsig {
+            Some(s) => format!("exiting, so COMMAND gets --pdeathsig {s}"),
+            None => format!(
+                "exiting; COMMAND (pid {}) is left running (--pdeathsig none)",
+                self.pid()
+            ),
+        };
+        crate::warn!(
+            "unable to send {sig} to {to} {}: {calls}: {}; {fate}",
+            self.pid(),
+            crate::error::describe(e)
+        );
+        crate::exit::exit_code(crate::error::TOOL_FAILED)
+    }
+
+    /// `kill(-pgid)` refused (a seccomp profile's EPERM or ENOSYS): the
+    /// group's members one by one, each through a pidfd, the leader's own
+    /// first (its pid is pinned), the others' opened from `/proc` and
+    /// checked to be the same process, still in the group, after the open.
+    /// An error unless the leader was reached.
+    fn signal_members(&self, sig: Signal) -> io::Result<()> {
+        let leader = match self.pidfd() {
+            Some(fd) => pidfd::send(fd, sig),
+            None => Err(io::Error::from_raw_os_error(libc::ENOSYS)),
+        };
+        let pgid = self.pid();
+        for p in crate::procfs::all().unwrap_or_default() {
+            if p.pgid != pgid || p.pid == pgid || p.is_zombie() {
+                continue;
+            }
+            let Some(fd) = crate::typed_pid(p.pid).and_then(|pid| pidfd::open(pid).ok()) else {
+                continue;
+            };
+            let same = crate::procfs::stat(p.pid)
+                .is_some_and(|now| now.start == p.start && now.pgid == pgid);
+            if same {
+                let _ = pidfd::send(fd.as_fd(), sig);
+            }
+        }
+        leader
     }
 
     /// Has COMMAND exited? Never waits: reads the status without reaping
@@ -165,6 +233,15 @@ impl Child {
     /// same call also looks for a stop or continue, kept for the next
     /// [`Child::poll_job`]: one system call for both questions.
     pub fn peek_exit(&mut self) -> Option<Status> {
+        if let Err(e) = self.try_peek_exit() {
+            self.refused(&e);
+        }
+        self.exit
+    }
+
+    /// [`Child::peek_exit`], but a refused `waitid` is the caller's to
+    /// handle: returned, with nothing said and nothing changed.
+    pub fn try_peek_exit(&mut self) -> io::Result<Option<Status>> {
         if self.exit.is_none() && !self.reaped {
             let options = WaitIdOptions::EXITED
                 | WaitIdOptions::STOPPED
@@ -179,10 +256,10 @@ impl Child {
                 Ok(Some(info)) => self.exit = Some(exit_status(&info)),
                 Ok(None) => self.job_looked = true,
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.lost(),
-                Err(e) => self.refused(&e),
+                Err(e) => return Err(e),
             }
         }
-        self.exit
+        Ok(self.exit)
     }
 
     /// `waitid` itself is refused (a seccomp profile's EPERM or ENOSYS, a

@@ -107,12 +107,20 @@ pub fn children() -> Option<Vec<i32>> {
 
 /// Whether this process has any child at all, running or exited
 /// (`waitid` answers `ECHILD` when it has none).
+///
+/// Where `waitid` itself is refused (a seccomp profile), no zombie can ever
+/// be reaped: then only a child still running counts (from `/proc`), or a
+/// sweep would wait for ever on zombies that stay.
 pub fn has_children() -> bool {
     let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT | WaitIdOptions::NOHANG;
-    !matches!(
-        rustix::process::waitid(WaitId::All, options),
-        Err(rustix::io::Errno::CHILD)
-    )
+    match rustix::process::waitid(WaitId::All, options) {
+        Err(rustix::io::Errno::CHILD) => false,
+        Ok(_) | Err(rustix::io::Errno::INTR) => true,
+        Err(_) => children().is_some_and(|pids| {
+            pids.iter()
+                .any(|&p| crate::procfs::stat(p).is_some_and(|s| !s.is_zombie()))
+        }),
+    }
 }
 
 /// What became of a signal meant for a descendant.

@@ -67,7 +67,11 @@ pub fn send(fd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
 /// in `/proc`).
 pub fn send_or_kill(fd: Option<BorrowedFd<'_>>, pid: Pid, sig: Signal) -> io::Result<()> {
     match fd.map(|fd| send(fd, sig)) {
-        Some(Err(e)) if unsupported(&e) => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
+        // Refused (ENOSYS, EPERM, or a filter's EINVAL): kill. ESRCH is
+        // the process's end, which kill would only repeat.
+        Some(Err(e)) if crate::child::refusal(&e) => {
+            crate::signal::kill(pid.as_raw_nonzero().get(), sig)
+        }
         Some(r) => r,
         None => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
     }

@@ -26,6 +26,8 @@ mod load;
 mod pid_reuse;
 /// Start-up races: a signal at every point of start-up is never lost, misdelivered or hung on.
 mod races;
+/// System calls refused: the fallback, or 125 and one line; never a hang.
+mod refusals;
 /// Hostile state: the invariants hold whatever the caller hands over and whatever the tree does.
 mod state;
 /// Not root: each tool as nobody.

@@ -1,0 +1,169 @@
+//! System calls refused (strace's fault injection, as a container's seccomp
+//! profile refuses them with EPERM or ENOSYS, or a filter with EINVAL): the
+//! tool takes its fallback, or exits 125 with one line naming the call;
+//! never a spin, never a hang, never COMMAND left running in silence. The
+//! whole matrix is `scripts/refusal-matrix`; here, the cells that were
+//! defects.
+
+use super::faults::bounded_output;
+use crate::kit::{bin, Run, TIMEOUT};
+use crate::procfs;
+use crate::skip;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+use std::time::Duration;
+
+const ERRORS: [&str; 3] = ["ENOSYS", "EPERM", "EINVAL"];
+
+/// reap with `waitid` refused. In the front alone (strace without `-f`
+/// traces the process it starts only): the front learns the back's end
+/// from `/proc` and how it ended from the board, and ends as COMMAND
+/// ended. Everywhere: COMMAND's status is lost, reap ends with 125 and one
+/// line naming the call. Before, both hung: the front took the back for
+/// lost and then waited for ever on its zombie, and the back's sweep
+/// waited for ever on zombies it could not reap.
+#[test]
+fn reap_with_waitid_refused_ends_and_does_not_hang() {
+    let test = "refusals::reap_with_waitid_refused_ends_and_does_not_hang";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    for err in ERRORS {
+        for (place, follow) in [("the front", false), ("every process", true)] {
+            let mut cmd = Command::new("strace");
+            cmd.args(["-qq", "-o", "/dev/null", "-e", "trace=waitid", "-e"])
+                .arg(format!("inject=waitid:error={err}"));
+            if follow {
+                cmd.arg("-f");
+            }
+            cmd.arg(bin("reap")).args(["--", "sleep", "0.2"]);
+            let out = bounded_output(cmd, Duration::from_secs(30));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let case = format!("waitid refused with {err} in {place}");
+            if follow {
+                assert_eq!(
+                    out.status.code(),
+                    Some(125),
+                    "{case}: {:?}, {stderr:?}",
+                    out.status
+                );
+                assert_eq!(
+                    stderr.lines().count(),
+                    1,
+                    "{case}: not one line: {stderr:?}"
+                );
+                assert!(
+                    stderr.contains("waitid"),
+                    "{case}: the call not named: {stderr:?}"
+                );
+            } else {
+                assert_eq!(
+                    out.status.code(),
+                    Some(0),
+                    "{case}: {:?}, {stderr:?}",
+                    out.status
+                );
+                assert_eq!(stderr, "", "{case}: stderr");
+            }
+        }
+    }
+}
+
+/// pgwrap and graceful with `kill` refused: a forwarded TERM (graceful's
+/// stop signal) still reaches COMMAND, through its pidfd. With
+/// `pidfd_send_signal` refused too, no way to signal is left: the tool
+/// exits 125 with one line naming the calls, and COMMAND gets its
+/// `--pdeathsig` KILL. Before, the TERM was dropped in silence and COMMAND
+/// ran on.
+#[test]
+fn a_refused_kill_does_not_drop_a_forwarded_term() {
+    let test = "refusals::a_refused_kill_does_not_drop_a_forwarded_term";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    for tool in ["pgwrap", "graceful"] {
+        for err in ERRORS {
+            for calls in [&["kill"][..], &["kill", "pidfd_send_signal"][..]] {
+                let case = format!("{tool}, {} refused with {err}", calls.join(" and "));
+                let mut run = Run::new("strace")
+                    .args(["-f", "-qq", "-o", "/dev/null"])
+                    .arg(format!("-etrace={}", calls.join(",")))
+                    .args(calls.iter().map(|c| format!("-einject={c}:error={err}")))
+                    .arg(bin(tool))
+                    .arg("--")
+                    .arg(bin("sigprobe"))
+                    .stderr_piped()
+                    .spawn();
+                let probe = run.expect_ready(TIMEOUT);
+                // SAFETY: kill(2) of the tool, a live process of this test.
+                assert_eq!(
+                    unsafe { libc::kill(probe.ppid, libc::SIGTERM) },
+                    0,
+                    "{case}"
+                );
+                let status = run.wait_exit(Duration::from_secs(20));
+                let stderr = run.stderr_all();
+                procfs::wait_until(&format!("{case}: COMMAND gone"), TIMEOUT, || {
+                    !procfs::alive(probe.pid)
+                });
+                if calls.len() == 1 {
+                    let got = run.lines_so_far().iter().any(|l| l.starts_with("got TERM"));
+                    assert!(
+                        got && (status.code() == Some(0) || status.signal() == Some(libc::SIGTERM)),
+                        "{case}: TERM not passed on: {status:?}, {stderr:?}"
+                    );
+                } else {
+                    assert_eq!(status.code(), Some(125), "{case}: {status:?}, {stderr:?}");
+                    assert_eq!(
+                        stderr.lines().count(),
+                        1,
+                        "{case}: not one line: {stderr:?}"
+                    );
+                    assert!(
+                        stderr.contains("kill"),
+                        "{case}: the call not named: {stderr:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// reap with `kill` and `pidfd_send_signal` refused: a TERM it cannot pass
+/// on is said on one line naming the calls (reap stays COMMAND's subreaper
+/// and waits for its end). Before, it was dropped in silence.
+#[test]
+fn reap_says_a_term_it_cannot_pass_on() {
+    let test = "refusals::reap_says_a_term_it_cannot_pass_on";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    let mut run = Run::new("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-etrace=kill,pidfd_send_signal",
+        ])
+        .args([
+            "-einject=kill:error=EPERM",
+            "-einject=pidfd_send_signal:error=EPERM",
+        ])
+        .arg(bin("reap"))
+        .arg("--")
+        .arg(bin("sigprobe"))
+        .args(["--sleep-ms", "1500"])
+        .stderr_piped()
+        .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    let front = procfs::ppid(probe.ppid).unwrap_or(0);
+    // SAFETY: kill(2) of reap's front, a live process of this test.
+    assert_eq!(unsafe { libc::kill(front, libc::SIGTERM) }, 0);
+    run.wait_exit(Duration::from_secs(20));
+    let stderr = run.stderr_all();
+    assert!(
+        stderr.contains("unable to send TERM") && stderr.contains("kill"),
+        "the TERM dropped in silence: {stderr:?}"
+    );
+}
