@@ -73,6 +73,7 @@ use crate::forwarding::storms::Rng;
 use crate::kit::{bin, temp_dir};
 use crate::procfs;
 use crate::skip;
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -80,8 +81,58 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Two events closer than this may happen in either order.
+/// Two events closer than this may happen in either order (on a native
+/// machine: see [`slow`]).
 const TOL: u64 = 250;
+
+// How many times slower than a native machine this one runs the
+// scenario's processes (1 at least), measured once at the start of the
+// run ([`measure_slowdown`]). An emulated CPU (qemu's TCG) runs the tools
+// and the tree several times slower while their timers keep wall time:
+// what a native machine does within [`TOL`] of a timer, it does within
+// that many times [`TOL`]. The model's tolerance, the time bound and the
+// CPU and zombie bounds grow by it; what may happen does not change (no
+// request may be lost, nothing may stay, no other status).
+// Per thread: each worker sets it, and judges a scenario again at a native
+// machine's bounds (1) to say which seeds only this machine's bounds pass.
+thread_local! {
+    static SLOW: Cell<u64> = const { Cell::new(1) };
+}
+
+fn slow() -> u64 {
+    SLOW.with(Cell::get)
+}
+
+/// [`TOL`] on this machine.
+fn tol() -> u64 {
+    TOL * slow()
+}
+
+/// A native machine's time to start and reap `chaosproc` (which exits at
+/// once, with its usage), in microseconds: a few milliseconds at most,
+/// under load.
+const NATIVE_SPAWN_US: u64 = 4000;
+
+/// The slowdown (PGWRAP_CHAOS_SLOW=N sets it): the median time of 15 starts
+/// of `chaosproc`, in units of [`NATIVE_SPAWN_US`], 1 to 10. Returns it with
+/// the median in microseconds.
+fn measure_slowdown() -> (u64, u64) {
+    let mut times: Vec<u64> = (0..15)
+        .map(|_| {
+            let t = Instant::now();
+            let _ = std::process::Command::new(bin("chaosproc"))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+            t.elapsed().as_micros() as u64
+        })
+        .collect();
+    times.sort_unstable();
+    let median = times[times.len() / 2];
+    let factor = env_u64("PGWRAP_CHAOS_SLOW").unwrap_or(median.div_ceil(NATIVE_SPAWN_US));
+    (factor.clamp(1, 10), median)
+}
 
 const TERM: i32 = libc::SIGTERM;
 const INT: i32 = libc::SIGINT;
@@ -913,7 +964,7 @@ impl Scenario {
         if self.mode != Mode::Plain {
             b += 500;
         }
-        b + self.pauses.iter().map(|p| p.ms).sum::<u64>()
+        (b + self.pauses.iter().map(|p| p.ms).sum::<u64>()) * slow()
     }
 
     /// One line saying what the scenario is.
@@ -1013,9 +1064,9 @@ impl Chooser {
 
     /// Does something at `a` happen before something at `b`?
     fn before(&mut self, a: u64, b: u64) -> bool {
-        if a + TOL < b {
+        if a + tol() < b {
             true
-        } else if b + TOL < a {
+        } else if b + tol() < a {
             false
         } else {
             self.either()
@@ -1091,8 +1142,8 @@ impl Sim<'_> {
                 .sc
                 .pauses
                 .iter()
-                .filter(|p| p.at <= hi + TOL && lo <= p.at + p.ms)
-                .map(|p| p.at + p.ms + TOL)
+                .filter(|p| p.at <= hi + tol() && lo <= p.at + p.ms)
+                .map(|p| p.at + p.ms + tol())
                 .fold(hi, u64::max);
             if widened == hi {
                 return hi;
@@ -1387,7 +1438,7 @@ impl Sim<'_> {
                 // heard of it.
                 let close = self.layers[i]
                     .cancel_at
-                    .is_some_and(|c| t.saturating_sub(c) <= TOL);
+                    .is_some_and(|c| t.saturating_sub(c) <= tol());
                 let unheard = close && self.ch.either();
                 let cause = if self.layers[i].cancelled && !unheard {
                     "cancel"
@@ -1656,7 +1707,7 @@ impl Sim<'_> {
                 }
                 let (lo, _, _) = self.queue[n];
                 let (_, hi_first, _) = self.queue[first];
-                if lo <= hi_first + TOL && lo >= self.queue[first].0 && self.ch.either() {
+                if lo <= hi_first + tol() && lo >= self.queue[first].0 && self.ch.either() {
                     pick = n;
                     break;
                 }
@@ -2004,10 +2055,9 @@ fn notify_expected(sc: &Scenario, rep: &Report) -> Option<String> {
                 Target::Tool | Target::Group | Target::Layer(_) | Target::Back(_)
             )
     });
-    let early =
-        sc.events.iter().any(|e| {
-            e.at < 200 && matches!(e.target, Target::Tool | Target::Group | Target::Layer(_))
-        }) || sc.pauses.iter().any(|p| p.at < 200);
+    let early = sc.events.iter().any(|e| {
+        e.at < 200 * slow() && matches!(e.target, Target::Tool | Target::Group | Target::Layer(_))
+    }) || sc.pauses.iter().any(|p| p.at < 200 * slow());
     if chain_kill || (sc.layers.len() > 1 && early) {
         return None;
     }
@@ -2198,8 +2248,10 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
         );
         return v;
     }
+    // Ended later than the bound (the supervisor's own is this machine's).
+    let late = rep.num("settle_ms") > bound;
     if let Some(h) = rep.value("hang") {
-        if h != "0" {
+        if h != "0" || late {
             let alive = rep
                 .lines
                 .iter()
@@ -2214,7 +2266,7 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     }
     let cpu = rep.num("cpu_ms");
     let wall = rep.num("wall_ms");
-    if rep.value("spin") == Some("1") || cpu > 600 + wall / 3 {
+    if rep.value("spin") == Some("1") || cpu > 600 * slow() + wall / 3 {
         add(
             "spin",
             format!("the tools used {cpu} ms of CPU in {wall} ms"),
@@ -2340,9 +2392,9 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
             })
             .max()
             .unwrap_or(0)
-            + 500
+            + 500 * slow()
     } else {
-        500
+        500 * slow()
     };
     // A paused tool reaps nothing until it is continued.
     let blind_hold = blind_hold + sc.pauses.iter().map(|p| p.ms).sum::<u64>();
@@ -2472,6 +2524,12 @@ fn chaos_bounded_run() {
             "needs root and a writable cgroup2 mount: not generated",
         );
     }
+    let (factor, median_us) = measure_slowdown();
+    SLOW.with(|s| s.set(factor));
+    eprintln!(
+        "chaos: slowdown={factor} (a start of chaosproc: median {median_us} us, native \
+         {NATIVE_SPAWN_US} us at most)"
+    );
     let one = env_u64("PGWRAP_CHAOS_ONE");
     let seeds: Vec<u64> = match one {
         Some(seed) => vec![seed],
@@ -2494,6 +2552,7 @@ fn chaos_bounded_run() {
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
+                SLOW.with(|s| s.set(factor));
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&seed) = seeds.get(i) else {
                     return;
@@ -2502,6 +2561,24 @@ fn chaos_bounded_run() {
                 let marker = format!("{}-{seed}-{i}", std::process::id());
                 let rep = run_scenario(&sc, &marker);
                 let violations = judge(&sc, &rep);
+                if factor > 1 && violations.is_empty() {
+                    // What a native machine's bounds would say of the same run.
+                    SLOW.with(|s| s.set(1));
+                    let native = judge(&sc, &rep);
+                    if !native.is_empty() {
+                        let mut m = format!(
+                            "chaos: seed {seed}: passes at slowdown {factor}, not at a native \
+                             machine's bounds: {}\n",
+                            sc.describe()
+                        );
+                        for v in &native {
+                            let _ = writeln!(m, "chaos:   native {}: {}", v.kind, v.detail);
+                        }
+                        let _ = writeln!(m, "chaos:   wall_ms={}", rep.wall_ms);
+                        eprint!("{m}");
+                    }
+                    SLOW.with(|s| s.set(factor));
+                }
                 if one.is_some() {
                     eprintln!("chaos: seed {seed}: {}", sc.describe());
                     eprintln!("chaos: argv: {:?}", sc.tool_argv("LOG"));
