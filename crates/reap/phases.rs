@@ -435,12 +435,13 @@ impl<'a> Back<'a> {
     fn look(&mut self) {
         match self.machine.phase() {
             Phase::Start => self.feed(Event::Drained),
-            // REAP_CAUSE is fixed now: with everything the inbox holds, not
+            // REAP_CAUSE is fixed now: with what the front's pipe holds, not
             // only what the last wait found. The front's end of file may
-            // have come after that wait (before COMMAND's death, which a
-            // look at the kernel found without a wait): it counts.
+            // have come after that wait (after COMMAND's death, which the
+            // wait found): the front died before the cleanup, it counts.
             Phase::Settle => {
-                for event in self.inbox.take_all() {
+                self.inbox.front_ready = true;
+                for event in self.inbox.take() {
                     self.feed(event);
                 }
                 if self.machine.phase() == Phase::Settle {
