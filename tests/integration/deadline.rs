@@ -311,7 +311,14 @@ fn the_deadline_kills_below_an_inner_reaps_back_once_its_front_is_gone() {
             libc::PTRACE_O_TRACEEXIT as usize,
         )
     };
-    assert_eq!(seized, 0, "PTRACE_SEIZE {front}");
+    if seized != 0 {
+        let e = std::io::Error::last_os_error();
+        crate::skip::skip(
+            "the_deadline_kills_below_an_inner_reaps_back_once_its_front_is_gone",
+            &format!("ptrace is refused here ({e}: Yama's ptrace_scope 3, or seccomp)"),
+        );
+        return;
+    }
     run.signal(libc::SIGTERM);
     procfs::wait_until("the front is held in its death", TIMEOUT, || {
         procfs::state(front) == Some('t')
