@@ -19,6 +19,7 @@ use pgkit::guard::Spare;
 use pgkit::survivors::{self, Survivor};
 use pgkit::{verbose, Signal};
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// One walk of the tree below graceful.
 pub struct Walk {
@@ -33,6 +34,8 @@ pub struct Below {
     spare: Option<Spare>,
     /// Processes the kill signal was sent to (pid, start time).
     killed: BTreeSet<(i32, u64)>,
+    /// Processes above an inner reap's back waited for (pid, start time).
+    awaited: BTreeSet<(i32, u64)>,
 }
 
 impl Below {
@@ -88,23 +91,73 @@ impl Below {
 
     /// Send `sig` to every live process of `walk` outside COMMAND's group
     /// `group` (which got it already) and not guarded, once each.
+    ///
+    /// Top down where an inner reap guards: first what is above its back
+    /// (its front, a pgwrap in between), then, once those are gone, what is
+    /// below it (COMMAND's tree). The back fixes REAP_CAUSE by what it saw
+    /// end first; the deadline killed its front, so it must see `lost`
+    /// (the front's end of file) before COMMAND's death — a kill sent
+    /// first is not a death seen first. The wait is bounded
+    /// ([`AWAIT_ABOVE`]): a front that cannot die holds nothing up longer.
     pub fn kill(&mut self, walk: &Walk, group: i32, sig: Signal) {
         let me = std::process::id() as i32;
         let pids: BTreeSet<i32> = walk.tree.iter().map(|p| p.pid).chain([me]).collect();
-        for p in &walk.tree {
-            if p.is_zombie() || p.pgid == group || walk.guarded.contains(&p.pid) {
-                continue;
-            }
-            if !self.killed.insert((p.pid, p.start)) {
-                continue;
-            }
-            match descend::signal(p, sig, &pids) {
-                Ok(Sent::Delivered) => verbose!("sent {sig} to pid {} ({}) below", p.pid, p.name),
-                Ok(Sent::Gone) => {}
-                Err(e) => verbose!("cannot send {sig} to pid {}: {e}", p.pid),
+        let above = above_guarded(walk);
+        for p in walk.tree.iter().filter(|p| above.contains(&p.pid)) {
+            self.send(p, walk, group, sig, &pids);
+        }
+        if sig == Signal::KILL {
+            let wait: Vec<Proc> = (walk.tree.iter())
+                .filter(|p| above.contains(&p.pid) && !p.is_zombie())
+                .filter(|p| self.awaited.insert((p.pid, p.start)))
+                .copied()
+                .collect();
+            if !wait.is_empty() {
+                descend::await_exit(&wait, AWAIT_ABOVE);
+                verbose!("what is above an inner reap's back is gone: now below it");
             }
         }
+        for p in walk.tree.iter().filter(|p| !above.contains(&p.pid)) {
+            self.send(p, walk, group, sig, &pids);
+        }
     }
+
+    fn send(&mut self, p: &Proc, walk: &Walk, group: i32, sig: Signal, pids: &BTreeSet<i32>) {
+        if p.is_zombie() || p.pgid == group || walk.guarded.contains(&p.pid) {
+            return;
+        }
+        if !self.killed.insert((p.pid, p.start)) {
+            return;
+        }
+        match descend::signal(p, sig, pids) {
+            Ok(Sent::Delivered) => verbose!("sent {sig} to pid {} ({}) below", p.pid, p.name),
+            Ok(Sent::Gone) => {}
+            Err(e) => verbose!("cannot send {sig} to pid {}: {e}", p.pid),
+        }
+    }
+}
+
+/// How long the deadline waits for what is above an inner reap's back to
+/// die of the kill signal before it goes on below (a process in an
+/// uninterruptible sleep may take longer; the kill then goes on anyway).
+const AWAIT_ABOVE: Duration = Duration::from_secs(1);
+
+/// The processes of `walk` above a guarded one (its ancestors below
+/// graceful), not guarded themselves.
+fn above_guarded(walk: &Walk) -> BTreeSet<i32> {
+    let parent: std::collections::BTreeMap<i32, i32> =
+        walk.tree.iter().map(|p| (p.pid, p.ppid)).collect();
+    let mut above = BTreeSet::new();
+    for &g in &walk.guarded {
+        let mut at = parent.get(&g).copied();
+        while let Some(pid) = at.filter(|pid| parent.contains_key(pid)) {
+            if !walk.guarded.contains(&pid) && !above.insert(pid) {
+                break;
+            }
+            at = parent.get(&pid).copied();
+        }
+    }
+    above
 }
 
 /// The survivors of `walk` for the stop signal `sig` sent to COMMAND's

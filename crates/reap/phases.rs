@@ -434,7 +434,20 @@ impl<'a> Back<'a> {
     /// What the kernel says, as the phase needs it.
     fn look(&mut self) {
         match self.machine.phase() {
-            Phase::Start | Phase::Settle => self.feed(Event::Drained),
+            Phase::Start => self.feed(Event::Drained),
+            // REAP_CAUSE is fixed now: with what the front's pipe holds, not
+            // only what the last wait found. The front's end of file may
+            // have come after that wait (after COMMAND's death, which the
+            // wait found): the front died before the cleanup, it counts.
+            Phase::Settle => {
+                self.inbox.front_ready = true;
+                for event in self.inbox.take() {
+                    self.feed(event);
+                }
+                if self.machine.phase() == Phase::Settle {
+                    self.feed(Event::Drained);
+                }
+            }
             Phase::Run { .. } => self.look_at_command(),
             Phase::Sweep { .. } => self.look_at_tree(),
             Phase::Cleanup { .. } => self.look_at_cleanup(),

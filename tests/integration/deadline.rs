@@ -312,3 +312,81 @@ fn graceful_says_a_member_forked_after_the_stop_was_not_sent_it() {
         "no sleep forked before the stop is said to ignore TERM:\n{err}"
     );
 }
+
+/// `graceful -g 0 -- pgwrap --setsid -- reap --keep-orphans -c CLEANUP --
+/// JOB`, stopped: the deadline kills reap's front and JOB's tree. The
+/// front's death must be what reap's back sees first (REAP_CAUSE=lost), so
+/// graceful kills below the back only once the front is gone — a kill sent
+/// first is not a death seen first. The front is held in its death here
+/// (ptrace's exit stop: killed, its descriptors still open) until JOB is
+/// dead or 200 ms have passed.
+#[test]
+fn the_deadline_kills_below_an_inner_reaps_back_once_its_front_is_gone() {
+    let probe = sigprobe();
+    let dir = crate::kit::temp_dir("deadline-front-first");
+    let marker = dir.join("marker");
+    let cleanup = format!(
+        "echo \"cause=$REAP_CAUSE status=$REAP_STATUS\" >> '{}'",
+        marker.display()
+    );
+    let mut run = Run::new(bin("graceful"))
+        .args(["-g", "0", "--", bin("pgwrap").to_str().unwrap()])
+        .args(["--setsid", "--forward", "USR1", "--"])
+        .args([bin("reap").to_str().unwrap(), "--keep-orphans"])
+        .args(["--cleanup", &cleanup, "--", &probe, "--exit-on", "none"])
+        .stderr_piped()
+        .spawn();
+    let job = run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let back = procfs::ppid(job.pid).unwrap();
+    let front = procfs::ppid(back).unwrap();
+    // SAFETY: ptrace on a pid the test just read as reap's front (its
+    // descendant); the test's thread is the tracer, detached on its end.
+    let seized = unsafe {
+        libc::ptrace(
+            libc::PTRACE_SEIZE,
+            front,
+            0usize,
+            libc::PTRACE_O_TRACEEXIT as usize,
+        )
+    };
+    if seized != 0 {
+        let e = std::io::Error::last_os_error();
+        crate::skip::skip(
+            "the_deadline_kills_below_an_inner_reaps_back_once_its_front_is_gone",
+            &format!("ptrace is refused here ({e}: Yama's ptrace_scope 3, or seccomp)"),
+        );
+        return;
+    }
+    run.signal(libc::SIGTERM);
+    procfs::wait_until("the front is held in its death", TIMEOUT, || {
+        procfs::state(front) == Some('t')
+    });
+    let held = Instant::now();
+    while procfs::alive(job.pid) && held.elapsed() < Duration::from_millis(200) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let job_alive = procfs::alive(job.pid);
+    if !job_alive {
+        // Killed while the front still held its pipe: let the back decide.
+        procfs::wait_until("the cleanup ran", TIMEOUT, || marker.exists());
+    }
+    // SAFETY: the tracee is in its exit stop.
+    assert_eq!(
+        unsafe { libc::ptrace(libc::PTRACE_DETACH, front, 0usize, 0usize) },
+        0,
+        "PTRACE_DETACH {front}"
+    );
+    let status = run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{err}");
+    procfs::wait_until("the cleanup ran", TIMEOUT, || marker.exists());
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap().trim(),
+        "cause=lost status=137",
+        "JOB killed while the front lived: {}; {err}",
+        !job_alive
+    );
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+}

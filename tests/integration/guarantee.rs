@@ -339,6 +339,11 @@ fn assert_exit_event(events: &std::path::Path, status: i32) {
 /// group signals reach the front and the back, never strace. `None`
 /// (skipped) without strace.
 fn reap_under_strace(test: &str, trace: &Path, when: &str) -> Option<RunBuilder> {
+    reap_under_strace_at(test, trace, "setsid", when)
+}
+
+/// [`reap_under_strace`] with the fault injected at `syscall`.
+fn reap_under_strace_at(test: &str, trace: &Path, syscall: &str, when: &str) -> Option<RunBuilder> {
     if let Some(why) = needs_program("strace", "strace") {
         skip(test, &why);
         return None;
@@ -349,9 +354,9 @@ fn reap_under_strace(test: &str, trace: &Path, when: &str) -> Option<RunBuilder>
         "-o".into(),
         trace.as_os_str().to_owned(),
         "-e".into(),
-        "trace=setsid,execve".into(),
+        format!("trace={syscall},execve").into(),
         "-e".into(),
-        format!("inject=setsid:{when}").into(),
+        format!("inject={syscall}:{when}").into(),
         std::ffi::OsString::from(bin("reap")),
     ]))
 }
@@ -481,4 +486,50 @@ fn a_front_killed_before_command_starts_means_command_never_starts() {
     );
     assert_eq!(marker_lines(&marker), ["cause=lost status=137 signal=KILL"]);
     drop(guard);
+}
+
+#[test]
+fn a_front_lost_after_the_wait_that_saw_command_exit_is_still_the_cause() {
+    // COMMAND dies; the back's poll returns with that (its pidfd), and is
+    // held there (strace delays the poll's return); the front is killed
+    // then, before the back has looked at anything. When the back goes
+    // on, the cleanup has not started: the front is gone, so REAP_CAUSE
+    // is `lost`, though the last wait did not show the front's end of
+    // file. (graceful's deadline over `pgwrap --setsid -- reap` kills the
+    // front and COMMAND within microseconds of each other.)
+    let test = "a_front_lost_after_the_wait_that_saw_command_exit_is_still_the_cause";
+    let dir = temp_dir("reap-lost-after-wait");
+    let trace = dir.join("trace");
+    let marker = dir.join("marker");
+    let Some(builder) = reap_under_strace_at(test, &trace, "ppoll", "delay_exit=2000000") else {
+        return;
+    };
+    let cleanup = format!(
+        "echo \"cause=$REAP_CAUSE status=$REAP_STATUS signal=$REAP_SIGNAL\" >> {}",
+        marker.display()
+    );
+    let mut run = builder
+        .args(["--keep-orphans", "-c", &cleanup, "--"])
+        .arg(sigprobe())
+        .spawn();
+    let mut guard = Guard::new();
+    let ready = run.expect_ready(TIMEOUT);
+    guard.watch(ready.pid);
+    let (back, _) = back_under_strace(run.pid(), &mut guard);
+    // Asleep in its poll (not held in a delayed return of an earlier one).
+    procfs::wait_until("the back waits in its poll", TIMEOUT, || {
+        procfs::state(back) == Some('S')
+    });
+    sigkill(ready.pid);
+    procfs::wait_until("the back's poll returned and is held", TIMEOUT, || {
+        procfs::state(back) == Some('t')
+    });
+    assert!(procfs::is_zombie(ready.pid), "COMMAND is dead, unreaped");
+    run.signal(libc::SIGKILL);
+    assert_eq!(run.wait_exit(TIMEOUT).signal(), Some(libc::SIGKILL));
+    procfs::wait_until("the cleanup ran", TIMEOUT, || {
+        !marker_lines(&marker).is_empty()
+    });
+    assert_eq!(marker_lines(&marker), ["cause=lost status=137 signal=KILL"]);
+    guard.wait_all_gone("the back and strace exit", TIMEOUT);
 }

@@ -172,6 +172,42 @@ pub fn signal(p: &Proc, sig: Signal, tree: &BTreeSet<i32>) -> io::Result<Sent> {
     ))
 }
 
+/// Wait until every process of `procs` (found by [`descendants`], sent a
+/// fatal signal) has exited — a zombie counts: its descriptors are closed,
+/// so whoever read a pipe from it has seen its end — or `bound` has passed.
+/// By pidfd: a process opened and then read again in `/proc` with the start
+/// time the walk saw is that very process. Without pidfds it waits for
+/// nothing (the caller then goes on at once).
+pub fn await_exit(procs: &[Proc], bound: std::time::Duration) {
+    let mut fds = Vec::new();
+    for p in procs.iter().filter(|p| !p.is_zombie()) {
+        let Some(fd) = crate::typed_pid(p.pid).and_then(|pid| pidfd::open(pid).ok()) else {
+            continue;
+        };
+        if stat(p.pid).is_some_and(|now| now.start == p.start && !now.is_zombie()) {
+            fds.push(fd);
+        }
+    }
+    let deadline = std::time::Instant::now().checked_add(bound);
+    while !fds.is_empty() {
+        let ready = {
+            let borrowed: Vec<_> = fds.iter().map(|fd| fd.as_fd()).collect();
+            crate::poll::wait(&borrowed, deadline)
+        };
+        if ready.is_empty() {
+            if deadline.map_or(true, |d| std::time::Instant::now() >= d) {
+                return;
+            }
+            continue;
+        }
+        let mut at = 0;
+        fds.retain(|_| {
+            at += 1;
+            !ready.contains(&(at - 1))
+        });
+    }
+}
+
 /// `kill(-1, sig)`: as PID 1 of a PID namespace, every other process of the
 /// namespace — exactly our descendants. Only for PID 1: anywhere else it
 /// would reach every process the user may signal.
