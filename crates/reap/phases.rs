@@ -764,14 +764,14 @@ impl<'a> Back<'a> {
         let running = tree.iter().any(|p| p.pid == leader && !p.is_zombie());
         let all_sent = self.config.stop_all || !running;
         let skip = Default::default();
-        // The sweep's grace (not a stop request's): the rounds know whom
-        // they reached.
+        // The sweep's grace (not a stop request's): for a process started
+        // since its first walk, the rounds know whether they reached it.
         let swept = matches!(self.machine.phase(), Phase::Sweep { .. });
         for mut s in pgkit::survivors::below(&tree, self.leader_pid(), all_sent, sig, &skip) {
             let walked = tree.iter().find(|p| p.pid == s.pid);
             if let Some(sent) = walked
                 .filter(|_| swept)
-                .and_then(|p| self.sweeper.marked(p))
+                .and_then(|p| self.sweeper.sent_by_rounds(p))
             {
                 s.sent = sent;
             }

@@ -73,6 +73,8 @@ pub struct Sweeper {
     /// What an inner reap guards is left to it (pgkit::guard): its
     /// subreaper process, and its cleanup with all below it.
     spare: Option<Spare>,
+    /// When this stage's first walk was made (boot ticks).
+    round_at: Option<u64>,
 }
 
 impl Sweeper {
@@ -87,6 +89,7 @@ impl Sweeper {
             members: BTreeSet::new(),
             escaped: false,
             spare: Spare::new(),
+            round_at: None,
         }
     }
 
@@ -170,6 +173,7 @@ impl Sweeper {
     pub fn reset(&mut self) {
         self.marks.clear();
         self.members.clear();
+        self.round_at = None;
     }
 
     /// A child of ours was reaped: its pid may be reused from now on.
@@ -314,6 +318,12 @@ impl Sweeper {
             });
             return 0;
         };
+        // Before the signals: a process started later (in a tick after
+        // this one) cannot have been found by this walk or signalled by
+        // anything before it in the stage.
+        if self.round_at.is_none() {
+            self.round_at = pgkit::procfs::uptime_ticks();
+        }
         let me = std::process::id() as i32;
         let pids: BTreeSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
         let guarded = self.guarded(&tree);
@@ -405,13 +415,15 @@ impl Sweeper {
         descend::descendants().unwrap_or_default()
     }
 
-    /// Whether this stage's rounds sent their signal to `p`; `None` where
-    /// the tree is not walked (who got it is not known one by one). A
-    /// process forked after the last walk by one that outlived the signal
-    /// was not: no wake comes of a grandchild's fork.
-    pub fn marked(&mut self, p: &Proc) -> Option<bool> {
-        (self.finder() == Finder::Proc)
-            .then(|| self.marks.get(&p.pid).is_some_and(|m| m.start == p.start))
+    /// For a process started since this stage's first walk (so nothing
+    /// before the rounds can have signalled it), whether a round sent it
+    /// the stage's signal: a process forked after the last walk by one
+    /// that outlived the signal was not, since no wake comes of a
+    /// grandchild's fork. `None` for the others, where the tree is not
+    /// walked, or before the stage's first walk.
+    pub fn sent_by_rounds(&self, p: &Proc) -> Option<bool> {
+        let at = self.round_at.filter(|_| self.found == Some(Finder::Proc))?;
+        (p.start >= at).then(|| self.marks.get(&p.pid).is_some_and(|m| m.start == p.start))
     }
 
     /// The processes (pid, start time) the rounds so far sent KILL to.
