@@ -202,19 +202,29 @@ fn target_dir() -> PathBuf {
 }
 
 /// `scripts/package --lint` into target/package-test, once per test run.
+///
+/// With `PGWRAP_PACKAGES_RUN=DIR` the run was made before the tests, into
+/// DIR (scripts/check makes it in the background while the other tests
+/// run): its stdout, stderr and exit status are in DIR.out, DIR.err and
+/// DIR.status, and are read instead of running it again.
 pub(crate) fn packages() -> &'static Packages {
     static BUILT: OnceLock<Packages> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let out = target_dir().join("package-test");
-        let _ = std::fs::remove_dir_all(&out);
-        // Installing rpm and lintian on a fresh machine, then two release
-        // builds: minutes, not hours.
-        let run = run_limited(
-            Command::new(repo().join("scripts/package"))
-                .arg("--lint")
-                .arg(&out),
-            Duration::from_secs(30 * 60),
-        );
+        let run = match std::env::var_os("PGWRAP_PACKAGES_RUN") {
+            Some(dir) => earlier_run(Path::new(&dir)),
+            None => {
+                let out = target_dir().join("package-test");
+                let _ = std::fs::remove_dir_all(&out);
+                // Installing rpm and lintian on a fresh machine, then two
+                // release builds: minutes, not hours.
+                run_limited(
+                    Command::new(repo().join("scripts/package"))
+                        .arg("--lint")
+                        .arg(&out),
+                    Duration::from_secs(30 * 60),
+                )
+            }
+        };
         let printed = String::from_utf8_lossy(&run.stdout).into_owned();
         let find = |name: &str, ext: &str| {
             printed.lines().map(PathBuf::from).find(|path| {
@@ -234,6 +244,31 @@ pub(crate) fn packages() -> &'static Packages {
             log: String::from_utf8_lossy(&run.stderr).into_owned(),
         }
     })
+}
+
+/// The output of a `scripts/package --lint DIR` made before the tests
+/// (`PGWRAP_PACKAGES_RUN=DIR`): DIR.out, DIR.err and DIR.status (its exit
+/// code, as the shell's `$?` gives it).
+fn earlier_run(dir: &Path) -> Output {
+    let read = |ext: &str| {
+        let path = dir.with_extension(ext);
+        std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "PGWRAP_PACKAGES_RUN: cannot read {} ({e}): run scripts/package --lint {} first, or unset it",
+                path.display(),
+                dir.display()
+            )
+        })
+    };
+    let code = String::from_utf8_lossy(&read("status")).trim().to_string();
+    let code: i32 = code
+        .parse()
+        .unwrap_or_else(|_| panic!("PGWRAP_PACKAGES_RUN: {code:?} is not an exit code"));
+    Output {
+        status: ExitStatus::from_raw((code & 0xff) << 8),
+        stdout: read("out"),
+        stderr: read("err"),
+    }
 }
 
 /// The ELF facts of a binary that tell its linkage: its program

@@ -71,8 +71,9 @@ pub fn static_pass() -> bool {
     std::env::var_os("PGWRAP_TEST_STATIC").is_some_and(|v| v == "1")
 }
 
-/// Path of a binary of the static build (`scripts/build-static --debug`,
-/// made once per run): what runs in an empty root or a FROM scratch image,
+/// Path of a binary of the static build (`scripts/build-static`, the
+/// release build that images and the static package carry, made once per
+/// run, or found up to date where scripts/package built it): what runs in an empty root or a FROM scratch image,
 /// where the default build, linked against the system's glibc, finds no
 /// loader. PGWRAP_STATIC_DIR names a directory of static tools to take
 /// instead (the VM tier's, from scripts/cross-build, where no build runs).
@@ -84,13 +85,13 @@ pub fn static_bin(name: &str) -> PathBuf {
     let dir = DIR.get_or_init(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-static");
         let out = Command::new(&script)
-            .arg("--debug")
+            .arg("--locked")
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("{}: {e}", script.display()))?;
         if !out.status.success() {
             return Err(format!(
-                "{} --debug: {}\n{}",
+                "{} --locked: {}\n{}",
                 script.display(),
                 out.status,
                 String::from_utf8_lossy(&out.stderr)
