@@ -2281,6 +2281,20 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     let mut allowed: BTreeSet<Outcome> = expects.iter().map(|e| e.status).collect();
     if faulty {
         allowed.insert(Outcome::Exit(125));
+        // A tool that cannot start its COMMAND exits 125, and that is
+        // COMMAND's status to reap; with --exec-cleanup the cleanup still
+        // runs (an execve needs no new process) and its status is reap's
+        // (reap(1)), as after a COMMAND that cannot be started (126/127).
+        for t in &sc.layers {
+            if let Tool::Reap(Reap {
+                cleanup: Some((code, _)),
+                exec_cleanup: true,
+                ..
+            }) = t
+            {
+                allowed.insert(Outcome::Exit(*code));
+            }
+        }
     }
     let hung = rep.value("hang") != Some("0") || rep.value("spin") == Some("1");
     if let Some(got) = got {
