@@ -1118,6 +1118,9 @@ struct Sim<'a> {
     layers: Vec<Layer>,
     root_alive: bool,
     root_catching: bool,
+    /// A kill signal sent right after a stop signal (no grace) reaches the
+    /// root before the stop signal the tools between pass on to it.
+    root_overtaken: bool,
     queue: Vec<(u64, u64, Ev)>,
     final_status: Option<Outcome>,
     reap_env: Option<(i32, &'static str)>,
@@ -1277,15 +1280,22 @@ impl Sim<'_> {
         let (s, g) = (l.stop_sig, l.grace);
         self.push(t + g, t + g, Ev::Deadline(i));
         // With no grace the kill signal follows within microseconds: it
-        // may end the group before the stop signal has acted anywhere.
+        // may end the group before the stop signal has acted anywhere, or
+        // reach the root, sent straight to it (graceful's deadline reaches
+        // everything below), while the tools between are still passing the
+        // stop signal on (reap has heard it: REAP_CAUSE=cancel, REAP_STATUS
+        // the kill's).
         if g == 0 && self.ch.either() {
             return;
         }
+        let overtaken = g == 0 && self.ch.either();
+        self.root_overtaken = overtaken;
         self.deliver(i + 1, s, t);
+        self.root_overtaken = false;
     }
 
     fn root_signal(&mut self, s: i32, t: u64) {
-        if !self.root_alive {
+        if !self.root_alive || self.root_overtaken {
             return;
         }
         let root = &self.sc.nodes[0];
@@ -1757,6 +1767,7 @@ fn expectations(sc: &Scenario) -> BTreeSet<Expect> {
             layers: vec![Layer::default(); sc.layers.len()],
             root_alive: true,
             root_catching: false,
+            root_overtaken: false,
             queue: Vec::new(),
             final_status: None,
             reap_env: None,
