@@ -523,6 +523,33 @@ fn all_pids() -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// Below PID 1 of a PID namespace the nodes report the namespace's pids:
+/// the rest of the chain (`names`, outer first) and the root are found
+/// from `init` down, each the earliest started child of the one above with
+/// its expected argv[0], the root the last one's earliest `chaosproc`. Only
+/// to know them: a tool's zombie that is its own COMMAND (graceful keeps
+/// it unreaped while anything is left below it) is not a zombie it keeps.
+fn chain_below(init: i32, names: &[String]) -> Vec<i32> {
+    let procs: Vec<(i32, Stat)> = all_pids()
+        .into_iter()
+        .filter_map(|p| Some((p, stat(p)?)))
+        .collect();
+    let mut at = init;
+    let mut down = Vec::new();
+    for name in names.iter().map(String::as_str).chain(["chaosproc"]) {
+        let Some(&(p, _)) = procs
+            .iter()
+            .filter(|(p, st)| st.ppid == at && argv0(*p) == name)
+            .min_by_key(|(_, st)| st.start)
+        else {
+            break;
+        };
+        down.push(p);
+        at = p;
+    }
+    down
+}
+
 fn pidfd_open(pid: i32) -> Option<i32> {
     // SAFETY: plain syscall.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
@@ -1215,6 +1242,9 @@ impl Sup {
                         {
                             self.chain = vec![(init, pidfd_open(init))];
                             self.out.push(format!("chain init {init}"));
+                            let down = chain_below(init, &self.plan.chain[1..]);
+                            self.out.push(format!("chain below init {down:?}"));
+                            self.chain.extend(down.into_iter().map(|p| (p, None)));
                         }
                     }
                 }

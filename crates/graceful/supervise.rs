@@ -350,16 +350,18 @@ impl<'a> Supervisor<'a> {
     /// Carry out the ladder's actions, in order.
     fn act(&mut self, actions: &[Action]) {
         let group = self.child.pid();
-        for &action in actions {
+        // The kill signal is the last one sent of a batch that ends in the
+        // kill: with no grace the stop signal comes first in the same batch.
+        let kill_at = (self.machine.killed())
+            .then(|| (actions.iter()).rposition(|a| matches!(a, Action::SendGroup(_))))
+            .flatten();
+        for (at, &action) in actions.iter().enumerate() {
             match action {
                 Action::SendGroup(sig) => {
                     let sent = self.child.signal(Target::Group, sig);
                     self.log_trigger();
-                    let kind = if self.machine.killed() {
-                        "kill"
-                    } else {
-                        "stop"
-                    };
+                    let kill = kill_at == Some(at);
+                    let kind = if kill { "kill" } else { "stop" };
                     events::sent(kind, sig, "group", group, self.grace_ms());
                     match sent {
                         Ok(()) => verbose!("sent {sig} to group {group}"),
@@ -369,8 +371,11 @@ impl<'a> Supervisor<'a> {
                         }
                         Err(e) => verbose!("cannot send {sig} to group {group}: {e}"),
                     }
-                    // The deadline reaches everything below graceful.
-                    if self.machine.killed() {
+                    // The deadline reaches everything below graceful, once
+                    // COMMAND's group has had the kill signal: what is above
+                    // an inner reap's back (its front, in that group) dies
+                    // first (below.rs).
+                    if kill {
                         self.kill_below();
                     } else {
                         self.stop_sent_at = pgkit::procfs::uptime_ticks();

@@ -390,3 +390,43 @@ fn the_deadline_kills_below_an_inner_reaps_back_once_its_front_is_gone() {
     );
     guard.wait_all_gone("nothing is left", TIMEOUT);
 }
+
+/// `graceful -g 0 -- reap -c CLEANUP -- JOB`, JOB ignoring TERM: with no
+/// grace the kill signal goes to COMMAND's group (reap's front) right after
+/// the stop signal, and only then below the back, once the front is gone.
+/// The kill below was once sent with the stop signal, before the group's:
+/// graceful then waited (a second at most) for a front it had not killed,
+/// and killed JOB before it.
+#[test]
+fn with_no_grace_the_front_is_killed_before_what_is_below_reaps_back() {
+    let probe = sigprobe();
+    let mut run = Run::new(bin("graceful"))
+        .args(["-v", "-g", "0", "--", bin("reap").to_str().unwrap()])
+        .args(["--cleanup", "true", "--", &probe, "--exit-on", "none"])
+        .stderr_piped()
+        .spawn();
+    let job = run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let back = procfs::ppid(job.pid).unwrap();
+    let front = procfs::ppid(back).unwrap();
+    let front_death = Death::watch(front);
+    let job_death = Death::watch(job.pid);
+    run.signal(libc::SIGTERM);
+    job_death.wait(TIMEOUT);
+    let front_first = front_death.happened();
+    let status = run.wait_exit(TIMEOUT);
+    let err = run.stderr_all();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{err}");
+    let at = |line: &str| {
+        err.find(line)
+            .unwrap_or_else(|| panic!("no {line:?}: {err}"))
+    };
+    let group_killed = at(&format!("sent KILL to group {front}\n"));
+    let job_killed = at(&format!("sent KILL to pid {} ", job.pid));
+    assert!(
+        group_killed < job_killed && front_first,
+        "JOB was killed before reap's front (front dead when JOB was: {front_first}): {err}"
+    );
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+}
