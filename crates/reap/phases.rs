@@ -14,7 +14,9 @@
 //! only while a grace or the cleanup's timeout runs. Each phase begins with
 //! a look at the inbox, then at the kernel (the process watched, the
 //! tree), in that order, and the wait comes only when a look changed
-//! nothing.
+//! nothing. A wake that brought signals alone while COMMAND runs goes from
+//! passing them on straight back to the wait: what the kernel has to say
+//! (an exit, a stop, a deadline) makes that wait return at once.
 
 use crate::config::Config;
 use crate::guardian::{BackLink, LostBack, ToFront};
@@ -154,6 +156,23 @@ impl Inbox {
     }
 }
 
+/// The emptied vectors of events and actions of this wake, freed after
+/// the wait: an allocator may hand a page back to the kernel as it frees
+/// the last block on it (musl's `munmap`), a system call between a kill
+/// and the wait.
+#[derive(Default)]
+struct Spent {
+    events: Vec<Vec<Event>>,
+    actions: Vec<Vec<Action>>,
+}
+
+impl Spent {
+    fn free(&mut self) {
+        self.events.clear();
+        self.actions.clear();
+    }
+}
+
 pub struct Back<'a> {
     config: &'a Config,
     startup: &'a Startup,
@@ -186,6 +205,8 @@ pub struct Back<'a> {
     /// The cleanup's failure is said by another line already (its
     /// timeout's, or the front's summary after taking over).
     result_said: bool,
+    /// The vectors of events and actions used up, freed later.
+    spent: Spent,
 }
 
 impl<'a> Back<'a> {
@@ -216,6 +237,7 @@ impl<'a> Back<'a> {
             kill_logged: false,
             usage: None,
             result_said: false,
+            spent: Spent::default(),
         }
     }
 
@@ -390,20 +412,39 @@ impl<'a> Back<'a> {
     /// when neither changed the phase; until the machine is done, or
     /// `until` its phase.
     fn drive(&mut self, until: impl Fn(Phase) -> bool) {
+        // This wake brought signals and nothing else a look would act on
+        // ([`signals_only_while_running`]).
+        let mut signals_only = false;
         loop {
             let phase = self.machine.phase();
             if self.machine.is_done() || until(phase) {
                 return;
             }
-            for event in self.inbox.take() {
+            let mut events = self.inbox.take();
+            if !events.is_empty() {
+                signals_only = signals_only_while_running(phase, &events, self.inbox.extra_ready);
+            }
+            for event in events.drain(..) {
                 self.feed(event);
             }
+            if events.capacity() > 0 {
+                self.spent.events.push(events);
+            }
             if self.machine.phase() != phase {
                 continue;
             }
-            self.look();
-            if self.machine.phase() != phase {
-                continue;
+            // A signal just passed on to COMMAND's group: on a busy CPU the
+            // process signalled runs once this one sleeps, so the wait comes
+            // next, with no look first. That look would find nothing new:
+            // an exit or a stop raises SIGCHLD, and COMMAND's pidfd stays
+            // readable, so the wait returns at once for either, and then
+            // the look comes; a deadline due makes it return at once too.
+            let skip = signals_only && matches!(self.machine.phase(), Phase::Run { .. });
+            if !skip {
+                self.look();
+                if self.machine.phase() != phase {
+                    continue;
+                }
             }
             let watched = self.leader.as_ref().filter(|c| c.exit_status().is_none());
             let cgroup = (self.sweeper.cgroup())
@@ -414,13 +455,19 @@ impl<'a> Back<'a> {
                 cgroup,
                 self.machine.deadline(),
             );
+            signals_only = false;
+            self.spent.free();
         }
     }
 
     /// Feed one event to the machine and carry out what it says.
     fn feed(&mut self, event: Event) {
-        for action in self.machine.on(event, Instant::now()) {
+        let mut actions = self.machine.on(event, Instant::now());
+        for action in actions.drain(..) {
             self.act(action);
+        }
+        if actions.capacity() > 0 {
+            self.spent.actions.push(actions);
         }
     }
 
@@ -1039,6 +1086,15 @@ impl<'a> Back<'a> {
             Note::Exiting(last) => verbose!("exiting: {last}"),
         }
     }
+}
+
+/// Whether what a wake brought is signals only, none of them SIGCHLD,
+/// with COMMAND's pidfd not readable, while COMMAND runs: nothing there
+/// for a look at the kernel to act on.
+fn signals_only_while_running(phase: Phase, events: &[Event], extra_ready: bool) -> bool {
+    matches!(phase, Phase::Run { .. })
+        && !extra_ready
+        && (events.iter()).all(|e| matches!(e, Event::Signal(sig, _) if *sig != Signal::CHLD))
 }
 
 /// How a process ended, as a verb phrase: "exited with 3", "was killed by KILL".

@@ -8,6 +8,11 @@
 //! the back still gets it acted on as a stop request (the grace, the
 //! event log, `REAP_CAUSE=cancel`), and the back, waiting, does not poll.
 //! The pause is strace's delay injection on the front's `write`.
+//!
+//! Once the back has passed a stop request on, its next system call but
+//! the grace's timer is its wait: on a busy CPU COMMAND's handler runs
+//! only when the back sleeps, and its look at the kernel finds nothing
+//! that the wait would not wake it for (strace on the back).
 
 use crate::kit::{skip::needs_program, skip::skip, temp_dir, TIMEOUT};
 use crate::procfs;
@@ -74,22 +79,24 @@ fn a_stop_request_held_up_in_a_paused_front_is_still_a_stop_request() {
     run.signal(libc::SIGTERM);
     // The back, COMMAND's parent, is the one process that signals its group.
     run.expect_line(&format!("got TERM pid={} from={back}", probe.pid), TIMEOUT);
+    // Counted while the back is sure to be there: the cleanup has not
+    // said its line yet (after it, the back may have exited already).
+    let woke = procfs::voluntary_switches(back).map(|n| n.saturating_sub(switches));
     assert_eq!(
         run.expect_line("env ", TIMEOUT),
         "env status=0 cause=cancel"
     );
-    let woke = procfs::voluntary_switches(back).unwrap_or(0) - switches;
     assert_eq!(
         run.wait_exit(TIMEOUT).code(),
         Some(0),
         "ends as COMMAND did"
     );
     drop(pause);
-    // A handful of wake-ups (the record, COMMAND's exit, the cleanup), not
-    // one per millisecond of the pause.
+    // A handful of wake-ups (the record, COMMAND's exit), not one per
+    // millisecond of the pause.
     assert!(
-        woke < 40,
-        "the back woke {woke} times while the front was paused"
+        woke.is_some_and(|n| n < 40),
+        "the back woke {woke:?} times while the front was paused"
     );
     let log = std::fs::read_to_string(&events).unwrap_or_default();
     for event in ["\"event\":\"signal\"", "\"event\":\"stop\""] {
@@ -119,4 +126,98 @@ fn the_back_signals_commands_whole_group_and_the_front_never_does() {
         }
     }
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
+/// strace attached to `pid` (every system call, into `out`), until `pid`
+/// ends; killed by PID on drop if it is still there.
+struct Trace {
+    tracer: std::process::Child,
+}
+
+impl Trace {
+    fn attach(pid: i32, out: &std::path::Path) -> Trace {
+        let tracer = Command::new("strace")
+            .arg("-q")
+            .arg("-o")
+            .arg(out)
+            .args(["-p", &pid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start strace");
+        procfs::wait_until("strace is attached", TIMEOUT, || {
+            procfs::status_field(pid, "TracerPid").is_some_and(|t| t != "0")
+        });
+        Trace { tracer }
+    }
+
+    /// Its end, which follows the traced process's (or a kill at TIMEOUT).
+    fn wait(&mut self) {
+        let start = std::time::Instant::now();
+        while self.tracer.try_wait().ok().flatten().is_none() {
+            if start.elapsed() > TIMEOUT {
+                let _ = self.tracer.kill();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        if self.tracer.try_wait().ok().flatten().is_none() {
+            let _ = self.tracer.kill();
+            let _ = self.tracer.wait();
+        }
+    }
+}
+
+/// The system calls of a trace after the first `kill` of COMMAND's group
+/// with `sig`, up to the next `ppoll`: their names. None if there is no
+/// such kill.
+fn between_kill_and_wait(trace: &str, group: i32, sig: &str) -> Option<Vec<String>> {
+    let kill = format!("kill(-{group}, {sig})");
+    let mut lines = trace.lines().skip_while(|l| !l.starts_with(&kill));
+    lines.next()?;
+    Some(
+        lines
+            .map(|l| l.split('(').next().unwrap_or(l).to_string())
+            .take_while(|name| name != "ppoll")
+            .collect(),
+    )
+}
+
+#[test]
+fn after_passing_a_stop_request_on_the_back_arms_the_grace_and_waits() {
+    let test = "after_passing_a_stop_request_on_the_back_arms_the_grace_and_waits";
+    if let Some(why) = needs_program("strace", "strace") {
+        return skip(test, &why);
+    }
+    let dir = temp_dir("reap-kill-then-wait");
+    let out = dir.join("back.strace");
+    let mut run = reap(["--", &sigprobe()]).stderr_piped().spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    let back = back_of(run.pid());
+    let mut guard = Guard::new();
+    guard.watch(back);
+    guard.watch(probe.pid);
+    let mut trace = Trace::attach(back, &out);
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={} from={back}", probe.pid), TIMEOUT);
+    assert_eq!(
+        run.wait_exit(TIMEOUT).code(),
+        Some(0),
+        "ends as COMMAND did"
+    );
+    trace.wait();
+    let log = std::fs::read_to_string(&out).unwrap_or_default();
+    let calls = between_kill_and_wait(&log, probe.pid, "SIGTERM");
+    assert!(
+        calls
+            .as_ref()
+            .is_some_and(|c| c.iter().all(|name| name == "timerfd_settime")),
+        "between the kill of COMMAND's group and its next wait the back made {calls:?}:\n{log}"
+    );
+    assert!(guard.alive().is_empty(), "left: {:?}", guard.alive());
 }
