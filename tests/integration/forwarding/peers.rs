@@ -31,12 +31,14 @@ fn reap_to_child_signals_command_alone() {
                  echo child up; while :; do sleep 0.1; done";
     let script = format!(
         "sh -c \"{child}\" & c=$!; trap 'echo parent got USR1; kill -USR2 $c' USR1; \
-         wait; wait"
+         echo parent up; wait; wait"
     );
     let mut run = Run::new(bin("reap"))
         .args(["--to", "child", "--", "sh", "-c", &script])
         .spawn();
+    // Both traps are set before the signal is sent.
     run.expect_line("child up", TIMEOUT);
+    run.expect_line("parent up", TIMEOUT);
     run.signal(libc::SIGUSR1);
     run.expect_line("parent got USR1", TIMEOUT);
     run.expect_line("child got USR2", TIMEOUT);
