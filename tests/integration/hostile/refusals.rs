@@ -6,7 +6,7 @@
 //! defects.
 
 use super::faults::bounded_output;
-use crate::kit::{bin, Run, TIMEOUT};
+use crate::kit::{bin, temp_dir, Run, TIMEOUT};
 use crate::procfs;
 use crate::skip;
 use std::os::unix::process::ExitStatusExt;
@@ -166,4 +166,91 @@ fn reap_says_a_term_it_cannot_pass_on() {
         stderr.contains("unable to send TERM") && stderr.contains("kill"),
         "the TERM dropped in silence: {stderr:?}"
     );
+}
+
+/// `TOOL -- ARGS` under strace, with every `call` of the tree refused with
+/// `err`; its output, within 30 s.
+fn refused(tool: &str, call: &str, err: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-o", "/dev/null"])
+        .arg(format!("-etrace={call}"))
+        .arg(format!("-einject={call}:error={err}"))
+        .arg(bin(tool))
+        .arg("--")
+        .args(args);
+    bounded_output(cmd, Duration::from_secs(30))
+}
+
+/// reap with `prctl(PR_SET_CHILD_SUBREAPER)` or `signalfd4` refused: 125
+/// and one line naming what failed, without Rust's "(os error N)", and
+/// COMMAND never started. Before, the front warned, the back failed, and
+/// the front then said the back had ended: three lines for prctl, two
+/// for signalfd4 (the front's and the back's).
+#[test]
+fn reap_says_a_refused_subreaper_or_signalfd_on_one_line() {
+    let test = "refusals::reap_says_a_refused_subreaper_or_signalfd_on_one_line";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    let dir = temp_dir("refused-start");
+    let mark = dir.join("started");
+    let script = format!("touch {}", mark.display());
+    for (call, what) in [
+        ("prctl", "unable to become a child subreaper: "),
+        ("signalfd4", "unable to open a signalfd: "),
+    ] {
+        for err in ERRORS {
+            let case = format!("reap, {call} refused with {err}");
+            let out = refused("reap", call, err, &["sh", "-c", &script]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(125),
+                "{case}: {:?}, {stderr:?}",
+                out.status
+            );
+            assert_eq!(
+                stderr.lines().count(),
+                1,
+                "{case}: not one line: {stderr:?}"
+            );
+            assert!(
+                stderr.starts_with(&format!("reap: {what}")) && !stderr.contains("(os error"),
+                "{case}: {stderr:?}"
+            );
+            assert!(!mark.exists(), "{case}: COMMAND was started");
+        }
+    }
+}
+
+/// reap with `ppoll` or `setsid` refused: the fallback works (COMMAND's
+/// status is reap's) and is said once, on one line, without "(os error
+/// N)". Before, a refused ppoll was said twice (by the front and by the
+/// back), and a refused setsid read "... Function not implemented (os
+/// error 38)".
+#[test]
+fn reap_says_a_working_fallback_once() {
+    let test = "refusals::reap_says_a_working_fallback_once";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    for call in ["ppoll", "setsid"] {
+        for err in ERRORS {
+            let case = format!("reap, {call} refused with {err}");
+            let out = refused("reap", call, err, &["sh", "-c", "exit 3"]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(3),
+                "{case}: {:?}, {stderr:?}",
+                out.status
+            );
+            assert_eq!(
+                stderr.lines().count(),
+                1,
+                "{case}: not one line: {stderr:?}"
+            );
+            assert!(!stderr.contains("(os error"), "{case}: {stderr:?}");
+        }
+    }
 }
