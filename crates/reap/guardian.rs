@@ -51,6 +51,7 @@
 
 use crate::outcome::Cause;
 use pgkit::board::Board;
+use pgkit::error::TOOL_FAILED;
 use pgkit::notify::Relay;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::{exit, fork, poll, reap, tty, verbose, Child, Error, SigSet, Signal, Status};
@@ -118,18 +119,18 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
     let (ctl_read, ctl_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
     let board = Board::new().map_err(|e| Error::sys("map a page for the subreaper process", e))?;
     let front_pgid = tty::own_group();
+    // If the back dies, its orphans (COMMAND first) come to the front, not
+    // to init, and it can still keep the promise. Before the fork, as the
+    // front's signalfd: where either is refused, the back's would be too
+    // (a seccomp filter is inherited), and the one line is the front's,
+    // with nothing started.
+    reap::become_subreaper().map_err(|e| Error::sys("become a child subreaper", e))?;
+    let front_signals = SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e))?;
     match fork::fork().map_err(|e| Error::sys("fork the subreaper process", e))? {
         Some(back) => {
             drop(sig_read);
-            // If the back dies, its orphans (COMMAND first) come to us,
-            // not to init, and we can still keep the promise.
-            if let Err(e) = reap::become_subreaper() {
-                pgkit::warn!(
-                    "unable to become a child subreaper ({e}): if the subreaper process is \
-                     killed, COMMAND is left running"
-                );
-            }
             Ok(Split::Front(Front {
+                signals: Some(front_signals),
                 back,
                 to_back: Some(File::from(sig_write)),
                 backlog: Vec::new(),
@@ -141,7 +142,7 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
             }))
         }
         None => {
-            drop((sig_write, ctl_read));
+            drop((sig_write, ctl_read, front_signals));
             let moved = match detach {
                 Detach::Session => fork::new_session(),
                 Detach::Group => fork::new_group(),
@@ -149,9 +150,17 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
             if let Err(e) = moved {
                 // Still in the front's group: a kill of that group would
                 // take the back with it. Say so; carry on regardless.
-                pgkit::warn!("unable to leave the caller's process group: {e}");
+                pgkit::warn!(
+                    "unable to leave the caller's process group: {}",
+                    pgkit::error::describe(&e)
+                );
             }
-            let signals = SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e))?;
+            let signals = SignalFd::open(caught).map_err(|e| {
+                // The front ends as the back does, without a line of its own.
+                board.set(Slot::Exit.at(), encode_status(Status::Exited(TOOL_FAILED)));
+                board.set(Slot::Finished.at(), 1);
+                Error::sys("open a signalfd", e)
+            })?;
             // A signal pending now was sent to the front's group before we
             // left it: the front got it too and hands it over, so taken
             // here as well it would reach COMMAND twice. Signals meant for
@@ -227,6 +236,8 @@ pub struct LostBack {
 /// The front: hand signals to the back, follow job control, end as it ends.
 pub struct Front {
     back: Child,
+    /// Opened before the fork (see [`split`]); taken by [`Front::run`].
+    signals: Option<SignalFd>,
     to_back: Option<File>,
     /// Records for the back that did not fit in the pipe yet.
     backlog: Vec<u8>,
@@ -255,8 +266,15 @@ impl Front {
         relay: Option<Relay>,
     ) -> (LostBack, SignalFd, Option<Relay>) {
         self.relay = relay;
-        let signals =
-            SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+        let signals = match self.signals.take() {
+            Some(signals) => signals,
+            None => {
+                SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit())
+            }
+        };
+        // The back says a failed wait for events on its one line: the same
+        // filter refuses the front's.
+        poll::quiet_failures();
         verbose!("subreaper process is pid {}", self.back.pid());
         // What the last poll found readable: the back's pidfd (its exit)
         // and its pipe; until a poll says otherwise, both are looked at.

@@ -100,8 +100,13 @@ fn run() -> ! {
                 // removes the socket if the front is killed.
                 to_front.relays = relay.is_some();
                 leftover = relay.take().map(notify::Relay::disown);
-                reap::become_subreaper()
-                    .unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
+                if let Err(e) = reap::become_subreaper() {
+                    // The front ends as the back does, without a line of
+                    // its own.
+                    to_front.exiting(pgkit::Status::Exited(pgkit::error::TOOL_FAILED));
+                    to_front.finished();
+                    Error::sys("become a child subreaper", e).exit()
+                }
                 // Before COMMAND exists: an outer graceful's deadline spares
                 // this process (pgkit::guard).
                 let marked = pgkit::guard::mark(pgkit::guard::Role::Back, false);

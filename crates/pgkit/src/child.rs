@@ -92,6 +92,18 @@ fn is_job(s: &WaitIdStatus) -> bool {
     s.stopped() || s.continued() || s.trapped()
 }
 
+/// Decode a status in `wait(2)`'s form (the `exit_code` of `/proc/PID/stat`).
+fn wait_status(code: i32) -> Status {
+    let sig = code & 0x7f;
+    if sig == 0 {
+        return Status::Exited((code >> 8) & 0xff);
+    }
+    match Signal::from_raw(sig) {
+        Some(sig) => Status::Signaled(sig),
+        None => Status::Exited(128 + sig),
+    }
+}
+
 /// Decode an exit from `waitid`.
 pub(crate) fn exit_status(s: &WaitIdStatus) -> Status {
     if let Some(code) = s.exit_status() {
@@ -256,17 +268,46 @@ impl Child {
                 Ok(Some(info)) => self.exit = Some(exit_status(&info)),
                 Ok(None) => self.job_looked = true,
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.lost(),
-                Err(e) => return Err(e),
+                Err(e) => match self.unwaited() {
+                    Some(found) => self.exit = found,
+                    None => return Err(e),
+                },
             }
         }
         Ok(self.exit)
     }
 
+    /// `waitid` refused: whether COMMAND has exited, and how, by another
+    /// route. `/proc/PID/stat` says when it is a zombie, and its
+    /// `exit_code` field holds the status `waitid` would have read (shown
+    /// only to a reader with the creds to trace it, checked against
+    /// `/proc/PID/status`: else a zero there would pass for an exit with
+    /// 0). Without `/proc`, its pidfd says whether it has ended.
+    /// `Some(None)`: still running; `Some(Some(status))`: ended so;
+    /// `None`: ended with its status unreadable, or no route tells.
+    fn unwaited(&self) -> Option<Option<Status>> {
+        let pid = self.pid();
+        let Some(now) = crate::procfs::stat(pid) else {
+            return match self.pidfd().map(pidfd::readable) {
+                Some(Ok(false)) => Some(None),
+                _ => None,
+            };
+        };
+        if !now.is_zombie() {
+            return Some(None);
+        }
+        let status = crate::procfs::exit_code(pid).map(wait_status)?;
+        crate::verbose!("COMMAND (pid {pid}) {status}: waitid refused, the status read from /proc");
+        Some(Some(status))
+    }
+
     /// `waitid` itself is refused (a seccomp profile's EPERM or ENOSYS, a
-    /// kernel's EINVAL): COMMAND's exit can never be read. Waiting on would
-    /// spin (its pidfd, once it exits, stays readable) or hang; so the tool
-    /// ends as for a status it could not get, 125, with one line. The pid
-    /// stays pinned (not reaped), so COMMAND's group can still be stopped.
+    /// kernel's EINVAL) and no other route ([`Child::unwaited`]) reads how
+    /// COMMAND ended: it has ended (or nothing could ever tell). Waiting on
+    /// would spin (its pidfd, once it exits, stays readable) or hang; so
+    /// the tool ends as for a status it could not get, 125, with one line.
+    /// The pid stays pinned (not reaped), so COMMAND's group can still be
+    /// stopped.
     fn refused(&mut self, e: &io::Error) {
         crate::warn!(
             "unable to wait for COMMAND (pid {}): waitid: {}; its exit status is lost",

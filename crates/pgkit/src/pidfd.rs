@@ -76,3 +76,15 @@ pub fn send_or_kill(fd: Option<BorrowedFd<'_>>, pid: Pid, sig: Signal) -> io::Re
         None => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
     }
 }
+
+/// Whether the process `fd` names has ended (its pidfd is readable), asked
+/// without waiting.
+pub fn readable(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    Ok(rustix::event::poll(&mut pfd, Some(&now))? > 0)
+}

@@ -13,12 +13,22 @@ use crate::deadline::Timer;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Failed waits in a row (0 after a wait that worked).
 static FAILURES: AtomicU32 = AtomicU32::new(0);
+
+/// Another process of the tool says a failed wait (see [`quiet_failures`]).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// A failed wait is said by another process of the tool, which meets the
+/// same refusal (reap's back, for its front): here it is a `-v` line, so
+/// the tool says it once.
+pub fn quiet_failures() {
+    QUIET.store(true, Ordering::Relaxed);
+}
 
 /// A wait that failed for a reason that will not go away by itself (EINVAL
 /// when the descriptor limit was lowered under the tool's feet, ENOMEM):
@@ -29,10 +39,15 @@ static FAILURES: AtomicU32 = AtomicU32::new(0);
 fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>) -> Vec<usize> {
     let n = FAILURES.fetch_add(1, Ordering::Relaxed);
     if n == 0 {
-        crate::warn!(
+        let line = format!(
             "unable to wait for events: {}; looking every second instead",
             crate::error::describe(err)
         );
+        if QUIET.load(Ordering::Relaxed) {
+            crate::verbose!("{line}");
+        } else {
+            crate::warn!("{line}");
+        }
     }
     let mut nap = Duration::from_millis(5u64 << n.min(8)).min(Duration::from_secs(1));
     if let Some(d) = deadline {

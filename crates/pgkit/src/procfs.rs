@@ -197,6 +197,45 @@ pub fn stat(pid: i32) -> Option<Proc> {
     parse_stat(&read(&format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// A zombie's status in `wait(2)`'s form: the `exit_code` field of
+/// `/proc/PID/stat` (the 52nd, since Linux 3.5). The kernel shows it only
+/// to a reader allowed to trace the process, and 0 to others, so it is
+/// taken only where `/proc/PID/status` gives the process this reader's
+/// user and group, real, effective and saved (the kernel's check for a
+/// process without memory, as a zombie is); `None` otherwise.
+pub fn exit_code(pid: i32) -> Option<i32> {
+    if pid <= 0 {
+        return None;
+    }
+    let status = read(&format!("/proc/{pid}/status")).ok()?;
+    let ours = |key: &str, id: u32| {
+        status_field(&status, key).is_some_and(|ids| {
+            let ids: Vec<&[u8]> = ids
+                .split(|b| b.is_ascii_whitespace())
+                .filter(|f| !f.is_empty())
+                .take(3)
+                .collect();
+            ids.len() == 3 && ids.iter().all(|f| number(f) == Some(u64::from(id)))
+        })
+    };
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    if !ours("Uid", uid) || !ours("Gid", gid) {
+        return None;
+    }
+    parse_exit_code(&read(&format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The `exit_code` field of a `stat` line (the last, the 52nd).
+fn parse_exit_code(text: &[u8]) -> Option<i32> {
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let field = text[close + 1..]
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .nth(52 - 3)?;
+    i32::try_from(number(field)?).ok()
+}
+
 /// This process's pid, as `/proc` and the tree walks name it.
 pub(crate) fn own_pid() -> i32 {
     std::process::id() as i32
@@ -356,6 +395,14 @@ pub fn usable() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_a_zombies_exit_code() {
+        let line = b"42 (a) b) Z 1 42 42 0 -1 4228108 0 0 0 0 0 0 0 0 20 0 1 0 3 0 0 \
+            18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 768\n";
+        assert_eq!(parse_exit_code(line), Some(768));
+        assert_eq!(parse_exit_code(b"42 (a) Z 1 42 42"), None);
+    }
 
     #[test]
     fn parses_stat_with_odd_names() {

@@ -6,7 +6,7 @@
 //! defects.
 
 use super::faults::bounded_output;
-use crate::kit::{bin, Run, TIMEOUT};
+use crate::kit::{bin, temp_dir, Run, TIMEOUT};
 use crate::procfs;
 use crate::skip;
 use std::os::unix::process::ExitStatusExt;
@@ -17,11 +17,13 @@ const ERRORS: [&str; 3] = ["ENOSYS", "EPERM", "EINVAL"];
 
 /// reap with `waitid` refused. In the front alone (strace without `-f`
 /// traces the process it starts only): the front learns the back's end
-/// from `/proc` and how it ended from the board, and ends as COMMAND
-/// ended. Everywhere: COMMAND's status is lost, reap ends with 125 and one
-/// line naming the call. Before, both hung: the front took the back for
-/// lost and then waited for ever on its zombie, and the back's sweep
-/// waited for ever on zombies it could not reap.
+/// from `/proc` and how it ended from the board. Everywhere: the back
+/// reads COMMAND's status from `/proc` as well. Either way reap ends as
+/// COMMAND ended, and says nothing. Before, both hung: the front took the
+/// back for lost and then waited for ever on its zombie, and the back's
+/// sweep waited for ever on zombies it could not reap. (Then everywhere
+/// it ended with 125 and "its exit status is lost", which it is not:
+/// [`a_refused_waitid_still_waits_for_command`].)
 #[test]
 fn reap_with_waitid_refused_ends_and_does_not_hang() {
     let test = "refusals::reap_with_waitid_refused_ends_and_does_not_hang";
@@ -40,31 +42,13 @@ fn reap_with_waitid_refused_ends_and_does_not_hang() {
             let out = bounded_output(cmd, Duration::from_secs(30));
             let stderr = String::from_utf8_lossy(&out.stderr);
             let case = format!("waitid refused with {err} in {place}");
-            if follow {
-                assert_eq!(
-                    out.status.code(),
-                    Some(125),
-                    "{case}: {:?}, {stderr:?}",
-                    out.status
-                );
-                assert_eq!(
-                    stderr.lines().count(),
-                    1,
-                    "{case}: not one line: {stderr:?}"
-                );
-                assert!(
-                    stderr.contains("waitid"),
-                    "{case}: the call not named: {stderr:?}"
-                );
-            } else {
-                assert_eq!(
-                    out.status.code(),
-                    Some(0),
-                    "{case}: {:?}, {stderr:?}",
-                    out.status
-                );
-                assert_eq!(stderr, "", "{case}: stderr");
-            }
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{case}: {:?}, {stderr:?}",
+                out.status
+            );
+            assert_eq!(stderr, "", "{case}: stderr");
         }
     }
 }
@@ -166,4 +150,119 @@ fn reap_says_a_term_it_cannot_pass_on() {
         stderr.contains("unable to send TERM") && stderr.contains("kill"),
         "the TERM dropped in silence: {stderr:?}"
     );
+}
+
+/// `TOOL -- ARGS` under strace, with every `call` of the tree refused with
+/// `err`; its output, within 30 s.
+fn refused(tool: &str, call: &str, err: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-o", "/dev/null"])
+        .arg(format!("-etrace={call}"))
+        .arg(format!("-einject={call}:error={err}"))
+        .arg(bin(tool))
+        .arg("--")
+        .args(args);
+    bounded_output(cmd, Duration::from_secs(30))
+}
+
+/// reap with `prctl(PR_SET_CHILD_SUBREAPER)` or `signalfd4` refused: 125
+/// and one line naming what failed, without Rust's "(os error N)", and
+/// COMMAND never started. Before, the front warned, the back failed, and
+/// the front then said the back had ended: three lines for prctl, two
+/// for signalfd4 (the front's and the back's).
+#[test]
+fn reap_says_a_refused_subreaper_or_signalfd_on_one_line() {
+    let test = "refusals::reap_says_a_refused_subreaper_or_signalfd_on_one_line";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    let dir = temp_dir("refused-start");
+    let mark = dir.join("started");
+    let script = format!("touch {}", mark.display());
+    for (call, what) in [
+        ("prctl", "unable to become a child subreaper: "),
+        ("signalfd4", "unable to open a signalfd: "),
+    ] {
+        for err in ERRORS {
+            let case = format!("reap, {call} refused with {err}");
+            let out = refused("reap", call, err, &["sh", "-c", &script]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(125),
+                "{case}: {:?}, {stderr:?}",
+                out.status
+            );
+            assert_eq!(
+                stderr.lines().count(),
+                1,
+                "{case}: not one line: {stderr:?}"
+            );
+            assert!(
+                stderr.starts_with(&format!("reap: {what}")) && !stderr.contains("(os error"),
+                "{case}: {stderr:?}"
+            );
+            assert!(!mark.exists(), "{case}: COMMAND was started");
+        }
+    }
+}
+
+/// reap with `ppoll` or `setsid` refused: the fallback works (COMMAND's
+/// status is reap's) and is said once, on one line, without "(os error
+/// N)". Before, a refused ppoll was said twice (by the front and by the
+/// back), and a refused setsid read "... Function not implemented (os
+/// error 38)".
+#[test]
+fn reap_says_a_working_fallback_once() {
+    let test = "refusals::reap_says_a_working_fallback_once";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    for call in ["ppoll", "setsid"] {
+        for err in ERRORS {
+            let case = format!("reap, {call} refused with {err}");
+            let out = refused("reap", call, err, &["sh", "-c", "exit 3"]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(3),
+                "{case}: {:?}, {stderr:?}",
+                out.status
+            );
+            assert_eq!(
+                stderr.lines().count(),
+                1,
+                "{case}: not one line: {stderr:?}"
+            );
+            assert!(!stderr.contains("(os error"), "{case}: {stderr:?}");
+        }
+    }
+}
+
+/// Each tool with `waitid` refused everywhere: COMMAND's end is learnt
+/// from its pidfd and `/proc` (a zombie's `exit_code`), so the tool waits
+/// for it and ends as it ended, an exit or a signal. Before, the first
+/// look at a running COMMAND said "its exit status is lost" and the tool
+/// exited 125 at once, COMMAND still running.
+#[test]
+fn a_refused_waitid_still_waits_for_command() {
+    let test = "refusals::a_refused_waitid_still_waits_for_command";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    for tool in ["pgwrap", "graceful", "reap"] {
+        for err in ERRORS {
+            for (script, code) in [
+                ("sleep 0.5; exit 3", 3),
+                ("sleep 0.5; kill -USR1 $$", 128 + libc::SIGUSR1),
+            ] {
+                let case = format!("{tool}, waitid refused with {err}, COMMAND {script:?}");
+                let out = refused(tool, "waitid", err, &["sh", "-c", script]);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                let got = out.status.code().or(out.status.signal().map(|s| 128 + s));
+                assert_eq!(got, Some(code), "{case}: {:?}, {stderr:?}", out.status);
+                assert!(!stderr.contains("lost"), "{case}: {stderr:?}");
+            }
+        }
+    }
 }
