@@ -396,7 +396,9 @@ fn a_group_signal_before_the_backs_setsid_reaches_command_once() {
     let test = "a_group_signal_before_the_backs_setsid_reaches_command_once";
     let dir = temp_dir("reap-setsid-window");
     let trace = dir.join("trace");
-    let Some(builder) = reap_under_strace(test, &trace, "delay_enter=500000") else {
+    // 2 s, not 0.5: the test must find the back and read its group inside
+    // the delay, and under TCG on a loaded machine 0.5 s was not enough.
+    let Some(builder) = reap_under_strace(test, &trace, "delay_enter=2000000") else {
         return;
     };
     let (rt1, rt2) = (rtmin(1), rtmin(2));
