@@ -592,6 +592,10 @@ struct Plan {
     out: String,
     stderr: String,
     bound_ms: u64,
+    /// How many times slower than a native machine this one runs the
+    /// tools (1 at least; the harness measures it): the CPU floor of the
+    /// spin watch grows by it, as the harness's own spin bound does.
+    slow: u64,
     /// plain, noproc (the tool sees no /proc), pid1 (the tool is PID 1 of
     /// a namespace), ns (this supervisor is PID 1 of a namespace: decoys).
     mode: String,
@@ -650,6 +654,7 @@ fn read_plan(path: &str) -> Plan {
             "out" => p.out = v.into(),
             "stderr" => p.stderr = v.into(),
             "bound_ms" => p.bound_ms = v.parse().unwrap_or(10_000),
+            "slow" => p.slow = v.parse().unwrap_or(1),
             "mode" => p.mode = v.into(),
             "ign" => p.ign = sig_list(v),
             "blk" => p.blk = sig_list(v),
@@ -1330,7 +1335,11 @@ impl Sup {
                 self.sample();
                 let cpu = self.tool_cpu_ms();
                 let wall = self.ms();
-                if !spin && cpu > 800 && cpu * 2 > wall {
+                // The floor is a native machine's, times the slowdown: under
+                // an emulated CPU each step the tools take costs that many
+                // times its native CPU time, while a busy loop still uses
+                // the whole of the wall time.
+                if !spin && cpu > 800 * self.plan.slow.max(1) && cpu * 2 > wall {
                     spin = true;
                     self.out
                         .push(format!("spinning cpu_ms={cpu} wall_ms={wall}"));

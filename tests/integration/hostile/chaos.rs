@@ -1884,6 +1884,7 @@ fn run_scenario(sc: &Scenario, marker: &str) -> Report {
     let _ = writeln!(plan, "out {out}");
     let _ = writeln!(plan, "stderr {stderr}");
     let _ = writeln!(plan, "bound_ms {}", sc.bound_ms());
+    let _ = writeln!(plan, "slow {}", slow());
     let mode = match sc.mode {
         Mode::Plain => "plain",
         Mode::NoProc => "noproc",
