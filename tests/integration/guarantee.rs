@@ -455,7 +455,11 @@ fn a_front_killed_before_command_starts_means_command_never_starts() {
     let dir = temp_dir("reap-lost-before-start");
     let trace = dir.join("trace");
     let marker = dir.join("marker");
-    let Some(builder) = reap_under_strace(test, &trace, "delay_exit=500000") else {
+    // 2 s, not 0.5: the test must see the setsid and kill the group inside
+    // the delay; under TCG (arm64's cell, and the host's debug build in an
+    // amd64 one) 0.5 s was not enough, and the back went on to start
+    // COMMAND before the kill, as it should with its front still there.
+    let Some(builder) = reap_under_strace(test, &trace, "delay_exit=2000000") else {
         return;
     };
     let cleanup = format!(
