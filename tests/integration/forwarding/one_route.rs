@@ -57,7 +57,10 @@ fn a_stop_request_held_up_in_a_paused_front_is_still_a_stop_request() {
     }
     let dir = temp_dir("reap-paused-front");
     let events = dir.join("events.jsonl");
-    let show = "echo \"env status=$REAP_STATUS cause=$REAP_CAUSE\"";
+    // The cleanup, the back's child, also reads the back's count of
+    // wake-ups: the back is sure to be there while its cleanup runs.
+    let show = "echo \"env status=$REAP_STATUS cause=$REAP_CAUSE\"; \
+                echo \"back=$PPID $(grep ^voluntary_ctxt_switches /proc/$PPID/status)\"";
     let mut run = reap([
         "--events".as_ref(),
         events.as_os_str(),
@@ -79,13 +82,16 @@ fn a_stop_request_held_up_in_a_paused_front_is_still_a_stop_request() {
     run.signal(libc::SIGTERM);
     // The back, COMMAND's parent, is the one process that signals its group.
     run.expect_line(&format!("got TERM pid={} from={back}", probe.pid), TIMEOUT);
-    // Counted while the back is sure to be there: the cleanup has not
-    // said its line yet (after it, the back may have exited already).
-    let woke = procfs::voluntary_switches(back).map(|n| n.saturating_sub(switches));
     assert_eq!(
         run.expect_line("env ", TIMEOUT),
         "env status=0 cause=cancel"
     );
+    let counted = run.expect_line(&format!("back={back} "), TIMEOUT);
+    let woke = counted
+        .split_whitespace()
+        .last()
+        .and_then(|n| n.parse::<u64>().ok())
+        .map(|n| n.saturating_sub(switches));
     assert_eq!(
         run.wait_exit(TIMEOUT).code(),
         Some(0),
