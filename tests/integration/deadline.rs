@@ -429,7 +429,7 @@ fn with_no_grace_the_front_is_killed_before_what_is_below_reaps_back() {
     // sends it comes after the group's.
     let job_killed = err.find(&format!("sent KILL to pid {} ", job.pid));
     assert!(
-        job_killed.is_none_or(|j| group_killed < j) && front_first,
+        job_killed.map_or(true, |j| group_killed < j) && front_first,
         "JOB was killed before reap's front (front dead when JOB was: {front_first}): {err}"
     );
     guard.wait_all_gone("nothing is left", TIMEOUT);
