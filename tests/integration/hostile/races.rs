@@ -222,7 +222,9 @@ fn a_group_signal_while_command_is_being_spawned_is_the_tools_alone() {
             "-e",
             "trace=setpgid",
             "-e",
-            "inject=setpgid:delay_enter=500000",
+            // 2 s: the test must find the child and signal the group
+            // inside the delay, on a loaded machine too.
+            "inject=setpgid:delay_enter=2000000",
         ])
         .arg(bin("pgwrap"))
         .args(["--forward", "USR1", "--", "sh", "-c", "sleep 1; echo done"])
@@ -234,8 +236,14 @@ fn a_group_signal_while_command_is_being_spawned_is_the_tools_alone() {
     let mut child = 0;
     // The child strace follows (-f), held in its delayed setpgid: not the
     // short-lived process strace's -DDD forks from pgwrap's pid before the
-    // exec, which may still be pgwrap's child, exiting, at this moment.
+    // exec, which may still be pgwrap's child, exiting, at this moment. And
+    // only once that pid runs pgwrap: before its exec it is strace, whom
+    // the group's USR2 kills.
+    let pgwrap_path = bin("pgwrap").display().to_string();
     procfs::wait_until("pgwrap's child, still in pgwrap's group", TIMEOUT, || {
+        if procfs::cmdline(pgwrap).and_then(|c| c.first().cloned()) != Some(pgwrap_path.clone()) {
+            return false;
+        }
         child = procfs::children_of(pgwrap)
             .into_iter()
             .find(|&c| procfs::status_field(c, "TracerPid").is_some_and(|t| t != "0"))
@@ -258,5 +266,6 @@ fn a_group_signal_while_command_is_being_spawned_is_the_tools_alone() {
         (Some(0), None),
         "COMMAND got the group's USR2 that pgwrap drops: {status:?}"
     );
-    assert!(run.lines_so_far().iter().any(|l| l == "done"));
+    // Written before COMMAND exited; the reader may not have passed it on.
+    run.expect_line_with("COMMAND's \"done\"", TIMEOUT, |l| l == "done");
 }
