@@ -2592,6 +2592,40 @@ fn chaos_model_timeout_before_the_chain_is_up() {
             sc.describe()
         );
     }
+    // Seeds 12, 121 and 136 (a graceful's --timeout outside reap, a root
+    // that ignores or catches TERM): the cleanup saw REAP_STATUS=143
+    // REAP_CAUSE=cancel in the VM cells.
+    for seed in [12, 121, 136] {
+        let mut sc = generate(seed, caps);
+        let to = sc.layers.iter().find_map(|t| match t {
+            Tool::Graceful(Graceful {
+                timeout: Some(to), ..
+            }) => Some(*to),
+            _ => None,
+        });
+        let Some(to) = to else {
+            panic!(
+                "seed {seed} has no graceful --timeout now: {}",
+                sc.describe()
+            );
+        };
+        let term_cancel = |sc: &Scenario| {
+            expectations(sc)
+                .iter()
+                .any(|e| e.reap_env == Some((128 + TERM, "cancel")))
+        };
+        assert!(
+            !term_cancel(&sc),
+            "seed {seed}: up at once: {}",
+            sc.describe()
+        );
+        sc.up = to + 1;
+        assert!(
+            term_cancel(&sc),
+            "seed {seed}: up after the timeout: {}",
+            sc.describe()
+        );
+    }
 }
 
 #[test]
