@@ -723,10 +723,8 @@ impl Machine {
         }
         vec![
             Action::Say(Note::Exiting(last)),
-            // The status first, then "finished": the front never sees the
-            // one without the other.
-            Action::Exit(last),
             Action::Finished,
+            Action::Exit(last),
         ]
     }
 
@@ -1489,8 +1487,8 @@ mod tests {
             [
                 Say(Note::CleanupResult(Status::Exited(124))),
                 Say(Note::Exiting(Status::Exited(124))),
-                Exit(Status::Exited(124)),
-                Finished
+                Finished,
+                Exit(Status::Exited(124))
             ]
         );
         assert_eq!(m.cleanup_result(), Some(Status::Exited(124)));
@@ -1525,8 +1523,8 @@ mod tests {
             [
                 Say(Note::CleanupResult(ok())),
                 Say(Note::Exiting(Status::Exited(3))),
-                Exit(Status::Exited(3)),
-                Finished
+                Finished,
+                Exit(Status::Exited(3))
             ]
         );
         let (mut m, _) = settled(params(), Status::Exited(3), t);
@@ -1577,8 +1575,8 @@ mod tests {
             [
                 Say(Note::CommandDone(Status::Exited(7), Cause::Exit)),
                 Say(Note::Exiting(Status::Exited(7))),
-                Exit(Status::Exited(7)),
-                Finished
+                Finished,
+                Exit(Status::Exited(7))
             ]
         );
         assert!(m.is_done());
