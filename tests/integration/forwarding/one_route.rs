@@ -27,19 +27,34 @@ struct Pause {
 
 impl Pause {
     fn first_write(pid: i32) -> Pause {
-        let tracer = Command::new("strace")
-            .args(["-q", "-p", &pid.to_string(), "-e", "trace=write"])
-            .args(["-e", "inject=write:delay_enter=400000:when=1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start strace");
-        procfs::wait_until("strace is attached", TIMEOUT, || {
-            procfs::status_field(pid, "TracerPid").is_some_and(|t| t != "0")
-        });
+        let tracer = strace_attached(
+            pid,
+            &[
+                &"-e",
+                &"trace=write",
+                &"-e",
+                &"inject=write:delay_enter=400000:when=1",
+            ],
+        );
         Pause { tracer }
     }
+}
+
+/// `strace -q ARGS -p PID`, returned once it is attached to PID.
+fn strace_attached(pid: i32, args: &[&dyn AsRef<std::ffi::OsStr>]) -> std::process::Child {
+    let tracer = Command::new("strace")
+        .arg("-q")
+        .args(args.iter().map(|a| a.as_ref()))
+        .args(["-p", &pid.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start strace");
+    procfs::wait_until("strace is attached", TIMEOUT, || {
+        procfs::status_field(pid, "TracerPid").is_some_and(|t| t != "0")
+    });
+    tracer
 }
 
 impl Drop for Pause {
@@ -142,19 +157,7 @@ struct Trace {
 
 impl Trace {
     fn attach(pid: i32, out: &std::path::Path) -> Trace {
-        let tracer = Command::new("strace")
-            .arg("-q")
-            .arg("-o")
-            .arg(out)
-            .args(["-p", &pid.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start strace");
-        procfs::wait_until("strace is attached", TIMEOUT, || {
-            procfs::status_field(pid, "TracerPid").is_some_and(|t| t != "0")
-        });
+        let tracer = strace_attached(pid, &[&"-o", &out]);
         Trace { tracer }
     }
 
