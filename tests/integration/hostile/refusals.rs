@@ -221,7 +221,10 @@ fn reap_says_a_working_fallback_once() {
     for call in ["ppoll", "setsid"] {
         for err in ERRORS {
             let case = format!("reap, {call} refused with {err}");
-            let out = refused("reap", call, err, &["sh", "-c", "exit 3"]);
+            // COMMAND outlives reap's start, so that reap has to wait for
+            // it: one that exits at once may be reaped before reap's first
+            // ppoll, and a ppoll never made is no fallback to say.
+            let out = refused("reap", call, err, &["sh", "-c", "sleep 0.5; exit 3"]);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(
                 out.status.code(),
