@@ -3,7 +3,7 @@
 //! double-forked orphans included — gets the stop signal, then KILL after
 //! `--grace`; reap exits only when none is left.
 
-use crate::kit::TIMEOUT;
+use crate::kit::{slowed, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, field, reap, sigprobe, zombies_of, Guard};
 use std::os::fd::AsRawFd;
@@ -43,15 +43,19 @@ fn orphans_are_adopted_and_reaped_with_no_zombie_left() {
 fn two_thousand_double_forked_orphans_leave_no_zombie() {
     let script =
         "i=0; while [ $i -lt 2000 ]; do (true &); i=$((i+1)); done; echo made; exec \"$0\"";
+    // A native machine's bounds, times the slowdown: 2000 forks of sh
+    // take that many times longer under an emulated CPU.
     let mut run = reap(["--", "sh", "-c", script, &sigprobe()])
-        .watchdog(Duration::from_secs(240))
+        .watchdog(slowed(Duration::from_secs(240)))
         .spawn();
-    run.expect_line("made", Duration::from_secs(180));
-    let probe = run.expect_ready(TIMEOUT);
+    run.expect_line("made", slowed(Duration::from_secs(180)));
+    let probe = run.expect_ready(slowed(TIMEOUT));
     let back = probe.ppid;
-    procfs::wait_until("no zombie under reap", Duration::from_secs(30), || {
-        zombies_of(back).is_empty()
-    });
+    procfs::wait_until(
+        "no zombie under reap",
+        slowed(Duration::from_secs(30)),
+        || zombies_of(back).is_empty(),
+    );
     assert_eq!(
         procfs::children_of(back),
         [probe.pid],
@@ -222,9 +226,16 @@ fn verbose_with_a_broken_stderr_does_not_spin() {
         )
     };
     drop(read);
-    let script = "sleep 0.2; (true &); (true &); sleep 1; echo done";
+    // A native machine's 0.2 s, 1 s and 500 ms of CPU, times the slowdown:
+    // a busy loop uses about all of the 1.2 s on every machine.
+    let k = crate::kit::slowdown();
+    let script = format!(
+        "sleep {}; (true &); (true &); sleep {k}; echo done",
+        0.2 * f64::from(k)
+    );
+    let bound_ms = 500 * u64::from(k);
     let broken = write.as_raw_fd();
-    let mut run = reap(["-v", "--", "sh", "-c", script])
+    let mut run = reap(["-v", "--", "sh", "-c", &script])
         .configure(move |cmd| {
             // SAFETY: runs in the child before exec; dup2 is async-signal-safe.
             unsafe {
@@ -239,7 +250,7 @@ fn verbose_with_a_broken_stderr_does_not_spin() {
         .spawn();
     drop(write);
     let back = back_of(run.pid());
-    run.expect_line("done", TIMEOUT);
+    run.expect_line("done", slowed(TIMEOUT));
     let ticks = |pid: i32| -> u64 {
         let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let rest = text.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
@@ -251,9 +262,10 @@ fn verbose_with_a_broken_stderr_does_not_spin() {
     // SAFETY: sysconf has no memory arguments.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     assert!(
-        used * 1000 / hz < 500,
-        "reap used {} ms of CPU in about 1.2 s",
-        used * 1000 / hz
+        used * 1000 / hz < bound_ms,
+        "reap used {} ms of CPU in about {:.1} s (bound {bound_ms} ms)",
+        used * 1000 / hz,
+        1.2 * f64::from(k)
     );
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
 }

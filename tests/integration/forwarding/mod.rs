@@ -8,7 +8,7 @@ mod peers;
 /// Signal storms at each tool: nothing forwarded is lost, nothing dropped gets through.
 pub mod storms;
 
-use crate::kit::{bin, Run, TIMEOUT};
+use crate::kit::{bin, slowed, Run, TIMEOUT};
 use crate::procfs;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
@@ -252,24 +252,50 @@ fn verbose_with_a_broken_stderr_does_not_spin() {
     let (read_end, write_end) =
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     drop(read_end);
+    use std::os::unix::fs::MetadataExt;
+    let pipe_ino = std::fs::metadata(format!("/proc/self/fd/{}", fds[1]))
+        .expect("the pipe's write end")
+        .ino();
+    let broken = fds[1];
     let mut run = Run::new(bin("pgwrap"))
         .args(["-v", "--"])
         .arg(bin("sigprobe"))
         .configure(move |cmd| {
-            cmd.stderr(std::process::Stdio::from(write_end));
+            // A pre_exec hook, as spawn sets the stdio it does not pipe to
+            // inherit (a `Command::stderr` here would be overwritten).
+            use std::os::unix::process::CommandExt;
+            // SAFETY: runs in the child before exec; dup2 is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::dup2(broken, 2) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         })
         .spawn();
+    drop(write_end);
     let probe = run.expect_ready(TIMEOUT);
+    // pgwrap's stderr is that pipe, not the test's own stderr.
+    let stderr = std::fs::read_link(format!("/proc/{}/fd/2", run.pid()));
+    assert_eq!(
+        stderr.ok(),
+        Some(std::path::PathBuf::from(format!("pipe:[{pipe_ino}]"))),
+        "pgwrap's stderr is not the broken pipe"
+    );
     for _ in 0..3 {
         run.signal(libc::SIGWINCH);
         run.expect_line(&format!("got WINCH pid={}", probe.pid), TIMEOUT);
     }
-    // A spinning pgwrap would use most of a core over this second.
-    std::thread::sleep(Duration::from_secs(1));
+    // A spinning pgwrap would use most of a core over this second (a
+    // native machine's second and 30 ticks, times the slowdown).
+    std::thread::sleep(slowed(Duration::from_secs(1)));
     let ticks = cpu_ticks(run.pid());
+    let bound = 30 * u64::from(crate::kit::slowdown());
     assert!(
-        ticks < 30,
-        "pgwrap burns CPU on a broken stderr: {ticks} ticks"
+        ticks < bound,
+        "pgwrap burns CPU on a broken stderr: {ticks} ticks (bound {bound})"
     );
     run.signal(libc::SIGTERM);
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));

@@ -108,30 +108,10 @@ fn tol() -> u64 {
     TOL * slow()
 }
 
-/// A native machine's time to start and reap `chaosproc` (which exits at
-/// once, with its usage), in microseconds: a few milliseconds at most,
-/// under load.
-const NATIVE_SPAWN_US: u64 = 4000;
-
-/// The slowdown (PGWRAP_CHAOS_SLOW=N sets it): the median time of 15 starts
-/// of `chaosproc`, in units of [`NATIVE_SPAWN_US`], 1 to 10. Returns it with
-/// the median in microseconds.
+/// The slowdown: the kit's, measured once per run
+/// ([`crate::kit::slowdown_measured`]).
 fn measure_slowdown() -> (u64, u64) {
-    let mut times: Vec<u64> = (0..15)
-        .map(|_| {
-            let t = Instant::now();
-            let _ = std::process::Command::new(bin("chaosproc"))
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status();
-            t.elapsed().as_micros() as u64
-        })
-        .collect();
-    times.sort_unstable();
-    let median = times[times.len() / 2];
-    let factor = env_u64("PGWRAP_CHAOS_SLOW").unwrap_or(median.div_ceil(NATIVE_SPAWN_US));
-    (factor.clamp(1, 10), median)
+    crate::kit::slowdown_measured()
 }
 
 const TERM: i32 = libc::SIGTERM;
@@ -2562,7 +2542,8 @@ fn chaos_bounded_run() {
     SLOW.with(|s| s.set(factor));
     eprintln!(
         "chaos: slowdown={factor} (a start of chaosproc: median {median_us} us, native \
-         {NATIVE_SPAWN_US} us at most)"
+         {} us at most)",
+        crate::kit::NATIVE_SPAWN_US
     );
     let one = env_u64("PGWRAP_CHAOS_ONE");
     let seeds: Vec<u64> = match one {

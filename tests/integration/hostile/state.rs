@@ -26,7 +26,7 @@
 //! test that would hang on a broken tool is bounded and fails.
 
 use crate::hostile::faults::bounded_output;
-use crate::kit::{bin, temp_dir, Run, RunBuilder, TIMEOUT};
+use crate::kit::{bin, slowed, temp_dir, Run, RunBuilder, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, field, reap, sigprobe, Guard};
 use crate::skip;
@@ -38,8 +38,24 @@ use std::time::{Duration, Instant};
 const TOOLS: [&str; 3] = ["pgwrap", "graceful", "reap"];
 
 /// Far more CPU than a tool that sleeps in one blocking call uses in a few
-/// seconds (it uses none); a busy loop uses all of it. A bound, not a speed.
+/// seconds (it uses none); a busy loop uses all of it. A bound, not a speed:
+/// a native machine's, over a window of [`SPIN_WINDOW`]; both grow by the
+/// measured slowdown ([`spin_bound`], [`spin_window`]), so a busy loop
+/// (CPU close to wall time) passes it on every machine.
 const SPIN_BOUND: Duration = Duration::from_millis(500);
+
+/// How long COMMAND sleeps while a tool's CPU is sampled, on a native machine.
+const SPIN_WINDOW: Duration = Duration::from_secs(2);
+
+/// [`SPIN_BOUND`] on this machine.
+fn spin_bound() -> Duration {
+    slowed(SPIN_BOUND)
+}
+
+/// [`SPIN_WINDOW`] on this machine, in whole seconds (for `sleep`).
+fn spin_window() -> u64 {
+    slowed(SPIN_WINDOW).as_secs()
+}
 
 /// utime + stime of one process (`None` once it is gone).
 fn cpu(pid: i32) -> Option<Duration> {
@@ -134,17 +150,20 @@ fn inherited_sigchld_ignore_neither_hangs_nor_spins_and_stays_ignored_for_comman
     }
     let mut failures = Vec::new();
     // All three at once, so a hang of each costs the bound once.
+    let script = format!("sleep {}; exit 3", spin_window());
+    let (bound, patience) = (spin_bound(), slowed(TIMEOUT) + slowed(SPIN_WINDOW));
     let mut runs: Vec<(&str, Run)> = TOOLS
         .iter()
         .map(|&tool| {
             let run = with_sigchld_ignored(tool)
-                .args(["--", "sh", "-c", "sleep 2; exit 3"])
+                .args(["--", "sh", "-c", &script])
+                .watchdog(patience + crate::kit::WATCHDOG)
                 .spawn();
             (tool, run)
         })
         .collect();
     // Sample every tree until each has exited or the bound has passed.
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + patience;
     let mut outcome: Vec<(Option<ExitStatus>, Duration)> = vec![(None, Duration::ZERO); runs.len()];
     while Instant::now() < deadline && outcome.iter().any(|(s, _)| s.is_none()) {
         for ((_, run), (status, spent)) in runs.iter_mut().zip(outcome.iter_mut()) {
@@ -160,7 +179,7 @@ fn inherited_sigchld_ignore_neither_hangs_nor_spins_and_stays_ignored_for_comman
     for ((tool, _), &(status, spent)) in runs.iter().zip(&outcome) {
         match status {
             None => failures.push(format!(
-                "{tool}: still running {TIMEOUT:?} after `sh -c 'sleep 2; exit 3'` started \
+                "{tool}: still running {patience:?} after `sh -c '{script}'` started \
                  (CPU time used so far: {spent:?})"
             )),
             Some(s) if s.code() != Some(3) => {
@@ -168,9 +187,9 @@ fn inherited_sigchld_ignore_neither_hangs_nor_spins_and_stays_ignored_for_comman
             }
             Some(_) => {}
         }
-        if spent > SPIN_BOUND {
+        if spent > bound {
             failures.push(format!(
-                "{tool}: used {spent:?} of CPU while COMMAND slept (a busy loop; bound {SPIN_BOUND:?})"
+                "{tool}: used {spent:?} of CPU while COMMAND slept (a busy loop; bound {bound:?})"
             ));
         }
     }
@@ -747,6 +766,12 @@ fn a_persistent_poll_error_is_not_a_busy_loop() {
         return skip::skip("a_persistent_poll_error_is_not_a_busy_loop", &why);
     }
     let mut failures = Vec::new();
+    // COMMAND waits for a line before it sleeps: the limit is set while the
+    // tool is sure to run (a fixed sleep could end first on a slow machine,
+    // and prlimit then finds no such process).
+    let window = spin_window() / 2;
+    let script = format!("echo ready; read x; sleep {window}");
+    let (bound, patience) = (spin_bound(), slowed(TIMEOUT));
     for tool in TOOLS {
         // reap's grace matters: without /proc (no descriptor to open it) it
         // waits the grace for leftovers it cannot see.
@@ -755,10 +780,11 @@ fn a_persistent_poll_error_is_not_a_busy_loop() {
             builder = builder.args(["-g", "3s"]);
         }
         let mut run = builder
-            .args(["--", "sh", "-c", "echo ready; sleep 1"])
+            .args(["--", "sh", "-c", &script])
+            .stdin_piped()
             .stderr_piped()
             .spawn();
-        run.expect_line("ready", TIMEOUT);
+        run.expect_line("ready", patience);
         // The process that sleeps in poll: reap's back, or the tool.
         let target = if tool == "reap" {
             back_of(run.pid())
@@ -777,19 +803,21 @@ fn a_persistent_poll_error_is_not_a_busy_loop() {
             TIMEOUT,
         );
         assert!(out.status.success(), "prlimit: {out:?}");
-        let (status, spent) = wait_sampling(&mut run, Instant::now() + TIMEOUT);
+        run.write_stdin("go\n");
+        let (status, spent) = wait_sampling(&mut run, Instant::now() + patience);
         let spent = spent.saturating_sub(before);
         if status.is_none() {
             failures.push(format!(
-                "{tool}: still running {TIMEOUT:?} after RLIMIT_NOFILE 1 (COMMAND ends after 1 s)"
+                "{tool}: still running {patience:?} after RLIMIT_NOFILE 1 (COMMAND ends \
+                 {window} s after it)"
             ));
         }
-        if spent > SPIN_BOUND {
+        if spent > bound {
             let err = run.stderr_so_far();
             let first = err.lines().next().unwrap_or("").to_string();
             failures.push(format!(
                 "{tool}: used {spent:?} of CPU with RLIMIT_NOFILE 1 (a busy loop; bound \
-                 {SPIN_BOUND:?}); {} stderr lines, the first: {first:?}",
+                 {bound:?}); {} stderr lines, the first: {first:?}",
                 err.lines().count()
             ));
         }
@@ -939,9 +967,6 @@ fn a_descriptor_limit_that_passes_leaves_no_leftover_waited_for() {
 
 /// Why strace cannot delay a syscall of a child here, if it cannot.
 fn strace_unusable() -> Option<String> {
-    if !cfg!(target_arch = "x86_64") {
-        return Some("the handshake reads x86_64 syscall numbers from /proc/PID/syscall".into());
-    }
     if let Some(why) =
         skip::needs_program("strace", "strace").or_else(|| skip::needs_program("perl", "perl"))
     {
@@ -959,16 +984,19 @@ fn strace_unusable() -> Option<String> {
     })
 }
 
-/// `strace -f` delaying the entry of `syscall` by 3 s, over `perl` that
-/// puts reap in a process group of its own (strace stays outside it),
-/// blocks `blocked` (0: nothing) and execs `reap ARGS...`.
+/// `strace -f` delaying the entry of `syscall` by 3 s (a native machine's
+/// window: times the slowdown), over `perl` that puts reap in a process
+/// group of its own (strace stays outside it), blocks `blocked` (0:
+/// nothing) and execs `reap ARGS...`.
 fn reap_under_strace(syscall: &str, blocked: i32, args: &[String]) -> RunBuilder {
+    let delay_us = slowed(Duration::from_secs(3)).as_micros();
     Run::new("strace")
+        .watchdog(slowed(crate::kit::WATCHDOG))
         .args(["-f", "-qq", "-o", "/dev/null"])
         .args(["-e".to_string(), format!("trace={syscall}")])
         .args([
             "-e".to_string(),
-            format!("inject={syscall}:delay_enter=3000000"),
+            format!("inject={syscall}:delay_enter={delay_us}"),
         ])
         .args([
             "perl",
@@ -987,7 +1015,7 @@ fn reap_under_strace(syscall: &str, blocked: i32, args: &[String]) -> RunBuilder
 /// of /proc/BACK/syscall starts with `prefix`).
 fn split_held_at(run: &Run, prefix: &str) -> (i32, i32) {
     let mut front = 0;
-    procfs::wait_until("reap's front started under strace", TIMEOUT, || {
+    procfs::wait_until("reap's front started under strace", slowed(TIMEOUT), || {
         front = procfs::children_of(run.pid())
             .into_iter()
             .find(|&p| {
@@ -1002,7 +1030,7 @@ fn split_held_at(run: &Run, prefix: &str) -> (i32, i32) {
     let back = back_of(front);
     procfs::wait_until(
         &format!("reap's back is held at the syscall `{prefix}`"),
-        TIMEOUT,
+        slowed(TIMEOUT),
         || {
             std::fs::read_to_string(format!("/proc/{back}/syscall"))
                 .is_ok_and(|s| s.starts_with(prefix))
@@ -1048,7 +1076,8 @@ fn kill_before_command_starts(last: bool) -> bool {
     let run = reap_under_strace("prctl", 0, &args).stderr_piped().spawn();
     // The back has left the front's session (setsid) and is held at
     // prctl(PR_SET_CHILD_SUBREAPER): COMMAND does not exist yet.
-    let (front, back) = split_held_at(&run, "157 0x24 ");
+    // /proc/PID/syscall: the number (the target's), then the arguments in hex.
+    let (front, back) = split_held_at(&run, &format!("{} 0x24 ", libc::SYS_prctl));
     let mut guard = Guard::new();
     guard.watch_tree(run.pid());
     guard.watch(back);
@@ -1060,11 +1089,11 @@ fn kill_before_command_starts(last: bool) -> bool {
     // The supervisor kills the job: SIGKILL to the front's whole group.
     // SAFETY: plain syscall; `front` is strace's unreaped child, leader of that group.
     unsafe { libc::kill(-front, libc::SIGKILL) };
-    procfs::wait_until("the cleanup ran", TIMEOUT, || {
+    procfs::wait_until("the cleanup ran", slowed(TIMEOUT), || {
         std::fs::read_to_string(&marker).is_ok_and(|s| s.ends_with('\n'))
     });
     let cause = std::fs::read_to_string(&marker).unwrap();
-    procfs::wait_until("the back exited", TIMEOUT, || !procfs::alive(back));
+    procfs::wait_until("the back exited", slowed(TIMEOUT), || !procfs::alive(back));
     let stderr = run.stderr_so_far();
     let spawned: Vec<&str> = stderr
         .lines()
@@ -1101,7 +1130,7 @@ fn a_group_signal_during_the_split_reaches_command_once() {
     ];
     let mut run = reap_under_strace("setsid", rt, &args).spawn();
     // The back is forked but held at setsid: still in the front's group.
-    let (front, back) = split_held_at(&run, "112 ");
+    let (front, back) = split_held_at(&run, &format!("{} ", libc::SYS_setsid));
     let mut guard = Guard::new();
     guard.watch_tree(run.pid());
     guard.watch(back);
@@ -1112,14 +1141,14 @@ fn a_group_signal_during_the_split_reaches_command_once() {
     );
     // SAFETY: plain syscall; `front` leads that group and is unreaped.
     unsafe { libc::kill(-front, rt) };
-    let ready = run.expect_ready(TIMEOUT);
+    let ready = run.expect_ready(slowed(TIMEOUT));
     guard.watch(ready.pid);
-    run.expect_line("got RTMIN+3", TIMEOUT);
+    run.expect_line("got RTMIN+3", slowed(TIMEOUT));
     // A higher realtime signal, through the front: dequeued after any
     // RTMIN+3 still queued, so once it is reported every copy was.
     // SAFETY: plain syscall; `front` is strace's unreaped child.
     unsafe { libc::kill(front, sentinel) };
-    run.expect_line("got RTMIN+4", TIMEOUT);
+    run.expect_line("got RTMIN+4", slowed(TIMEOUT));
     let copies: Vec<String> = run
         .lines_so_far()
         .into_iter()

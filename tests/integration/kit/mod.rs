@@ -31,6 +31,51 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// After this long, a [`Run`] kills everything it owns, even if the test is stuck.
 pub const WATCHDOG: Duration = Duration::from_secs(60);
 
+/// A native machine's time to start and reap `chaosproc` (which exits at
+/// once), in microseconds: a few milliseconds at most, under load.
+pub const NATIVE_SPAWN_US: u64 = 4000;
+
+/// How many times slower than a native machine this one runs processes, 1
+/// to 10 (1 on a native machine), with the median start it was measured
+/// from, in microseconds. Measured once per test run: the median time of 15
+/// starts of `chaosproc`, in units of [`NATIVE_SPAWN_US`]. An emulated CPU
+/// (qemu's TCG) runs the tools and their trees several times slower while
+/// timers keep wall time, so a bound on CPU time or on a wait that holds a
+/// native machine's work grows by this factor. `PGWRAP_CHAOS_SLOW=N` sets it.
+pub fn slowdown_measured() -> (u64, u64) {
+    static SLOWDOWN: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    *SLOWDOWN.get_or_init(|| {
+        let mut times: Vec<u64> = (0..15)
+            .map(|_| {
+                let t = Instant::now();
+                let _ = Command::new(bin("chaosproc"))
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                t.elapsed().as_micros() as u64
+            })
+            .collect();
+        times.sort_unstable();
+        let median = times[times.len() / 2];
+        let factor = std::env::var("PGWRAP_CHAOS_SLOW")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(median.div_ceil(NATIVE_SPAWN_US));
+        (factor.clamp(1, 10), median)
+    })
+}
+
+/// The factor of [`slowdown_measured`].
+pub fn slowdown() -> u32 {
+    slowdown_measured().0 as u32
+}
+
+/// A native machine's bound `d` on this machine: `d` times [`slowdown`].
+pub fn slowed(d: Duration) -> Duration {
+    d * slowdown()
+}
+
 /// The message of a line `TOOL[PID]: message` (every line a tool prints
 /// while it runs, with or without -v, carries its pid), if `line` is one
 /// of `tool`'s.

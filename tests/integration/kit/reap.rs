@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use crate::kit::{bin, Run, RunBuilder, TIMEOUT};
+use crate::kit::{bin, slowed, Run, RunBuilder, TIMEOUT};
 use crate::procfs;
 use std::time::Duration;
 
@@ -22,10 +22,12 @@ where
     Run::new(bin("reap")).args(args)
 }
 
-/// The back (the subreaper process) of a running reap front.
+/// The back (the subreaper process) of a running reap front. The wait is a
+/// native machine's times the slowdown (reap may have been started under
+/// strace, on an emulated CPU).
 pub fn back_of(front: i32) -> i32 {
     let mut back = 0;
-    procfs::wait_until("reap's subreaper process exists", TIMEOUT, || {
+    procfs::wait_until("reap's subreaper process exists", slowed(TIMEOUT), || {
         back = procfs::children_of(front).first().copied().unwrap_or(0);
         back > 0
     });

@@ -3,7 +3,7 @@
 //! kernel would otherwise ignore for PID 1) is passed on, and a death by
 //! TERM is reported as 128+15.
 
-use crate::kit::{bin, Run, TIMEOUT};
+use crate::kit::{bin, slowed, Run, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::zombies_of;
 use std::time::Duration;
@@ -21,26 +21,39 @@ fn inner_init(unshare: i32) -> i32 {
 
 #[test]
 fn as_pid1_reaps_orphans_and_exits_on_term_with_143() {
+    // The orphans sleep until the test kills them (by pid) once all 20 are
+    // reap's: a handshake, where orphans that end by themselves may all be
+    // gone before the test looks, on a slow machine.
     let script =
-        "i=0; while [ $i -lt 20 ]; do (sleep 1 &); i=$((i+1)); done; echo made; exec sleep 1000";
+        "i=0; while [ $i -lt 20 ]; do (sleep 999 &); i=$((i+1)); done; echo made; exec sleep 1000";
     let mut run = Run::new("unshare")
         .args(["--pid", "--fork", "--mount-proc"])
         .arg(bin("reap"))
         .args(["--", "sh", "-c", script])
         .spawn();
     let reap = inner_init(run.pid());
-    run.expect_line("made", TIMEOUT);
-    procfs::wait_until("orphans are re-parented to PID 1", TIMEOUT, || {
-        procfs::children_of(reap).len() > 1
+    run.expect_line("made", slowed(TIMEOUT));
+    let orphans = || -> Vec<i32> {
+        procfs::children_of(reap)
+            .into_iter()
+            .filter(|&p| procfs::cmdline(p).is_some_and(|c| c == ["sleep", "999"]))
+            .collect()
+    };
+    procfs::wait_until("orphans are re-parented to PID 1", slowed(TIMEOUT), || {
+        orphans().len() == 20
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    for pid in orphans() {
+        // SAFETY: plain syscall; `pid` is reap's unreaped child (pinned).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let deadline = std::time::Instant::now() + slowed(Duration::from_secs(20));
     while procfs::children_of(reap).len() != 1 || !zombies_of(reap).is_empty() {
         if std::time::Instant::now() > deadline {
             let left: Vec<_> = procfs::children_of(reap)
                 .into_iter()
                 .map(|p| (p, procfs::state(p), procfs::cmdline(p)))
                 .collect();
-            panic!("orphans not reaped after 20 s: children of reap {left:?}");
+            panic!("orphans not reaped in time: children of reap {left:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
