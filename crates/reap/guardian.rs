@@ -313,7 +313,13 @@ impl Front {
                 if news.finished {
                     // The socket goes with the relay.
                     drop(self.relay.take());
-                    exit::finish(status);
+                    // A back that said the status it exits with is done:
+                    // a kill that overtook its exit (a slow machine, a
+                    // stray `kill -9`) changes nothing of reap's end. No
+                    // status said: it became the cleanup, whose end is
+                    // reap's.
+                    let said = self.board.get(Slot::Exit.at()).and_then(decode_status);
+                    exit::finish(said.unwrap_or(status));
                 }
                 let lost = LostBack {
                     pid: self.back.pid(),
@@ -649,8 +655,9 @@ impl ToFront {
         }
     }
 
-    /// Right before the back exits, or execs the cleanup: whatever ends the
-    /// back from now on is reap's final status, not a loss.
+    /// Right before the back exits (after [`ToFront::exiting`]), or execs
+    /// the cleanup: from now on reap ends with the status the back said,
+    /// or, having said none, as the back (the cleanup) ends; not a loss.
     pub fn finished(&self) {
         self.board.set(Slot::Finished.at(), 1);
     }

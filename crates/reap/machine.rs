@@ -723,8 +723,10 @@ impl Machine {
         }
         vec![
             Action::Say(Note::Exiting(last)),
-            Action::Finished,
+            // The status first, then "finished": the front never sees the
+            // one without the other.
             Action::Exit(last),
+            Action::Finished,
         ]
     }
 
@@ -1487,8 +1489,8 @@ mod tests {
             [
                 Say(Note::CleanupResult(Status::Exited(124))),
                 Say(Note::Exiting(Status::Exited(124))),
-                Finished,
-                Exit(Status::Exited(124))
+                Exit(Status::Exited(124)),
+                Finished
             ]
         );
         assert_eq!(m.cleanup_result(), Some(Status::Exited(124)));
@@ -1523,8 +1525,8 @@ mod tests {
             [
                 Say(Note::CleanupResult(ok())),
                 Say(Note::Exiting(Status::Exited(3))),
-                Finished,
-                Exit(Status::Exited(3))
+                Exit(Status::Exited(3)),
+                Finished
             ]
         );
         let (mut m, _) = settled(params(), Status::Exited(3), t);
@@ -1575,8 +1577,8 @@ mod tests {
             [
                 Say(Note::CommandDone(Status::Exited(7), Cause::Exit)),
                 Say(Note::Exiting(Status::Exited(7))),
-                Finished,
-                Exit(Status::Exited(7))
+                Exit(Status::Exited(7)),
+                Finished
             ]
         );
         assert!(m.is_done());

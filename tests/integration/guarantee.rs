@@ -539,3 +539,64 @@ fn a_front_lost_after_the_wait_that_saw_command_exit_is_still_the_cause() {
     assert_eq!(marker_lines(&marker), ["cause=lost status=137 signal=KILL"]);
     guard.wait_all_gone("the back and strace exit", TIMEOUT);
 }
+
+#[test]
+fn a_back_killed_on_its_way_out_leaves_reaps_status_as_commands() {
+    // The back has finished (COMMAND reaped, nothing left, its exit status
+    // on the board for the front) and is SIGKILLed at its exit_group, by
+    // strace's injection: reap's work is done, so the front ends with the
+    // status the back was exiting with (COMMAND's 3), not by a KILL that
+    // only its subreaper process got. On a slow machine a kill of the back
+    // lands in that window (the chaos run's seed 162 in the VM cells).
+    let test = "a_back_killed_on_its_way_out_leaves_reaps_status_as_commands";
+    if let Some(why) = needs_program("strace", "strace") {
+        skip(test, &why);
+        return;
+    }
+    let dir = temp_dir("reap-back-killed-on-exit");
+    let trace = dir.join("trace");
+    let mut run = reap(["--grace", "1s", "--"])
+        .args([sigprobe(), "--exit-code".into(), "3".into()])
+        .spawn();
+    let mut guard = Guard::new();
+    let ready = run.expect_ready(TIMEOUT);
+    guard.watch(ready.pid);
+    let back = back_of(run.pid());
+    guard.watch(back);
+    let mut strace = std::process::Command::new("strace")
+        .arg("-o")
+        .arg(&trace)
+        .args([
+            "-e",
+            "trace=exit_group",
+            "-e",
+            "inject=exit_group:signal=KILL",
+        ])
+        .args(["-p", &back.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("strace starts");
+    let tracer = strace.id() as i32;
+    guard.watch(tracer);
+    procfs::wait_until("strace has attached to the back", TIMEOUT, || {
+        procfs::status_field(back, "TracerPid").and_then(|t| t.parse::<i32>().ok()) == Some(tracer)
+    });
+    // COMMAND exits 3 on TERM; the back reaps it, finds nothing left, and
+    // exits with 3, killed on the way.
+    // SAFETY: kill(2) of COMMAND, which is unreaped (the back waits for it).
+    unsafe { libc::kill(ready.pid, libc::SIGTERM) };
+    let status = run.wait_exit(TIMEOUT);
+    let _ = strace.wait();
+    let log = std::fs::read_to_string(&trace).unwrap_or_default();
+    assert!(
+        log.contains("+++ killed by SIGKILL +++"),
+        "strace killed the back at its exit_group: {log}"
+    );
+    assert_eq!(
+        (status.code(), status.signal()),
+        (Some(3), None),
+        "reap ends as COMMAND did, not by its back's KILL"
+    );
+    guard.wait_all_gone("COMMAND, the back and strace are gone", TIMEOUT);
+}
