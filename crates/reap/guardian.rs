@@ -176,7 +176,9 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
             Ok(Split::Back(
                 BackLink {
                     from_front: Some(File::from(sig_read)),
-                    buf: Vec::new(),
+                    // Records of the front's pipe: kept, as the back's
+                    // other vectors on the way of a signal.
+                    buf: Vec::with_capacity(RECORD * 64),
                 },
                 ToFront {
                     to_front: Rc::new(File::from(ctl_write)),
@@ -281,6 +283,7 @@ impl Front {
         // On the path of every signal, the two calls that would find
         // nothing are left out.
         let (mut back_ready, mut news_ready) = (true, true);
+        let mut ready = Vec::with_capacity(8);
         loop {
             // While the pipe is full, the signals wait in the kernel.
             if self.backlog.is_empty() {
@@ -343,7 +346,7 @@ impl Front {
             fds.extend(self.from_back.as_ref().map(|f| f.as_fd()));
             fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
             let pipe = self.to_back.as_ref().filter(|_| full).map(|f| f.as_fd());
-            let ready = poll::wait_io(&fds, pipe.as_slice(), None);
+            poll::wait_io(&fds, pipe.as_slice(), None, &mut ready);
             // Without a pidfd the back's exit is looked for on every wake.
             back_ready = back_at.map_or(true, |i| ready.contains(&i));
             news_ready = news_at.is_some_and(|i| ready.contains(&i));
@@ -534,33 +537,24 @@ pub struct BackLink {
     buf: Vec<u8>,
 }
 
-/// What the front's pipe brought.
-pub struct FromFront {
-    pub signals: Vec<Received>,
-    /// End of file: the front is gone.
-    pub lost: bool,
-}
-
 impl BackLink {
     /// The descriptor to poll, until the front is gone.
     pub fn fd(&self) -> Option<BorrowedFd<'_>> {
         self.from_front.as_ref().map(|f| f.as_fd())
     }
 
-    /// Read everything there is, without blocking.
-    pub fn read(&mut self) -> FromFront {
-        let mut out = FromFront {
-            signals: Vec::new(),
-            lost: false,
-        };
+    /// Read everything there is, without blocking: the signals handed
+    /// over go into `signals`; true if the front is gone (end of file).
+    pub fn read_into(&mut self, signals: &mut Vec<Received>) -> bool {
+        let mut lost = false;
         let Some(pipe) = self.from_front.as_mut() else {
-            return out;
+            return lost;
         };
         let mut chunk = [0u8; RECORD * 64];
         loop {
             match pipe.read(&mut chunk) {
                 Ok(0) => {
-                    out.lost = true;
+                    lost = true;
                     self.from_front = None;
                     break;
                 }
@@ -575,7 +569,7 @@ impl BackLink {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(_) => {
-                    out.lost = true;
+                    lost = true;
                     self.from_front = None;
                     break;
                 }
@@ -585,7 +579,7 @@ impl BackLink {
         for rec in self.buf[..whole].chunks_exact(RECORD) {
             let int = |i: usize| i32::from_ne_bytes([rec[i], rec[i + 1], rec[i + 2], rec[i + 3]]);
             if let Some(signal) = Signal::from_raw(int(0)) {
-                out.signals.push(Received {
+                signals.push(Received {
                     signal,
                     from: int(4),
                     code: int(8),
@@ -593,7 +587,7 @@ impl BackLink {
             }
         }
         self.buf.drain(..whole);
-        out
+        lost
     }
 }
 

@@ -378,6 +378,15 @@ impl Machine {
             .map(|_| Event::DeadlinePassed)
     }
 
+    /// [`Machine::on`], into `out`: a signal while COMMAND runs (the way of
+    /// every signal passed on) allocates nothing where `out` has room.
+    pub fn on_into(&mut self, event: Event, now: Instant, out: &mut Vec<Action>) {
+        match (self.phase, event) {
+            (Phase::Run { .. }, Event::Signal(sig, from)) => self.pass_on(sig, from, now, out),
+            (_, event) => out.extend(self.on(event, now)),
+        }
+    }
+
     /// Feed one event; returns what to do, in order.
     pub fn on(&mut self, event: Event, now: Instant) -> Vec<Action> {
         match self.phase {
@@ -406,11 +415,11 @@ impl Machine {
             Event::Drained => return vec![Action::StartCommand],
             Event::CommandStarted => {
                 self.phase = Phase::Run { deadline: None };
-                let held = std::mem::take(&mut self.held);
-                return held
-                    .into_iter()
-                    .flat_map(|(sig, from)| self.pass_on(sig, from, now))
-                    .collect();
+                let mut actions = Vec::new();
+                for (sig, from) in std::mem::take(&mut self.held) {
+                    self.pass_on(sig, from, now, &mut actions);
+                }
+                return actions;
             }
             Event::CommandStartFailed(code) => return self.command_done(Status::Exited(code)),
             _ => {}
@@ -420,7 +429,11 @@ impl Machine {
 
     fn on_run(&mut self, event: Event, now: Instant) -> Vec<Action> {
         match event {
-            Event::Signal(sig, from) => self.pass_on(sig, from, now),
+            Event::Signal(sig, from) => {
+                let mut actions = Vec::new();
+                self.pass_on(sig, from, now, &mut actions);
+                actions
+            }
             Event::FrontLost => {
                 self.lost = true;
                 let mut actions = vec![
@@ -450,7 +463,11 @@ impl Machine {
                 actions.extend(self.sweep(stage, true));
                 actions
             }
-            Event::DeadlinePassed if self.delayed.is_some() => self.release(now),
+            Event::DeadlinePassed if self.delayed.is_some() => {
+                let mut actions = Vec::new();
+                self.release(now, &mut actions);
+                actions
+            }
             Event::DeadlinePassed => {
                 let mut actions = vec![
                     Action::NameSurvivors(self.stop_sig),
@@ -465,34 +482,34 @@ impl Machine {
     }
 
     /// A signal received while COMMAND runs: pass it on, or drop it.
-    fn pass_on(&mut self, sig: Signal, from: i32, now: Instant) -> Vec<Action> {
+    /// What a signal received while COMMAND runs asks for, onto `actions`.
+    fn pass_on(&mut self, sig: Signal, from: i32, now: Instant, actions: &mut Vec<Action>) {
         if sig == Signal::CHLD {
-            return Vec::new();
+            return;
         }
-        let mut actions = Vec::new();
         if sig == Signal::CONT {
             actions.push(Action::ContinueCommand);
         }
         let forwards = self.params.forwards(sig);
         if !forwards && tty::is_job_stop(sig) {
             actions.push(Action::StopWithTool(sig));
-            return actions;
+            return;
         }
         if !forwards {
             if sig != Signal::CONT {
                 actions.push(Action::Say(Note::Dropped(sig, from)));
             }
-            return actions;
+            return;
         }
         if !self.params.is_stop_request(sig) {
             actions.push(Action::Forward(sig, from));
-            return actions;
+            return;
         }
         if self.delayed.is_some() {
             // A second stop request ends the delay at once.
             actions.push(Action::Say(Note::StopDelayCut(sig, from)));
-            actions.extend(self.release(now));
-            return actions;
+            self.release(now, actions);
+            return;
         }
         if let Some(delay) = self.params.stop_delay.filter(|_| !self.cancel) {
             self.cancel = true;
@@ -501,16 +518,15 @@ impl Machine {
                 deadline: Some(now.checked_add(delay).unwrap_or(now)),
             };
             actions.push(Action::Say(Note::StopDelayed(sig, from)));
-            return actions;
+            return;
         }
-        actions.extend(self.stop_request(sig, from, now));
-        actions
+        self.stop_request(sig, from, now, actions);
     }
 
     /// A stop request passed on: to COMMAND's group (`--stop-all`: to
     /// every descendant); the first starts the grace.
-    fn stop_request(&mut self, sig: Signal, from: i32, now: Instant) -> Vec<Action> {
-        let mut actions = vec![Action::Forward(sig, from)];
+    fn stop_request(&mut self, sig: Signal, from: i32, now: Instant, actions: &mut Vec<Action>) {
+        actions.push(Action::Forward(sig, from));
         if self.params.stop_all {
             actions.push(Action::StopAll(sig));
         }
@@ -524,18 +540,17 @@ impl Machine {
         }
         // A stopped process acts on nothing but KILL until continued.
         actions.push(Action::ContinueIfStopped);
-        actions
     }
 
     /// The stop delay is over (or cut short): the held stop request is
     /// passed on, and the grace starts now.
-    fn release(&mut self, now: Instant) -> Vec<Action> {
+    fn release(&mut self, now: Instant, actions: &mut Vec<Action>) {
         let Some((sig, from)) = self.delayed.take() else {
-            return Vec::new();
+            return;
         };
         self.phase = Phase::Run { deadline: None };
         self.cancel = false;
-        self.stop_request(sig, from, now)
+        self.stop_request(sig, from, now, actions);
     }
 
     /// Enter a sweep at `stage`.

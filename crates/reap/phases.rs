@@ -26,7 +26,7 @@ use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
 use pgkit::child::Job;
 use pgkit::notify::{Leftover, Relay, Service};
-use pgkit::sigfd::SignalFd;
+use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
 use pgkit::{descend, events, poll, reap, verbose, Child, Signal, Status, Target};
@@ -54,6 +54,10 @@ pub struct Inbox {
     relay: Option<Relay>,
     /// The front's socket, removed here if the front is lost.
     leftover: Option<Leftover>,
+    /// What the last wait found ready, by index (kept: see [`Inbox::wait`]).
+    ready: Vec<usize>,
+    /// The signals of the front's last records (kept, as `ready`).
+    handed: Vec<Received>,
 }
 
 impl Inbox {
@@ -66,6 +70,8 @@ impl Inbox {
             extra_ready: true,
             relay: None,
             leftover: None,
+            ready: Vec::with_capacity(KEPT),
+            handed: Vec::with_capacity(KEPT),
         }
     }
 
@@ -82,19 +88,15 @@ impl Inbox {
     }
 
     /// Everything that happened since the last call (drained, not waited
-    /// for). Only what the last wait found readable is read, once: what
-    /// came since is for the next wait to find (it returns at once), so a
-    /// signal handed over by the front costs the back one read, not a read
-    /// of its own empty signalfd first.
-    fn take(&mut self) -> Vec<Event> {
-        let signals = if std::mem::take(&mut self.signals_ready) {
-            self.signals.drain()
-        } else {
-            Vec::new()
-        };
-        let mut events: Vec<Event> = (signals.into_iter())
-            .map(|r| Event::Signal(r.signal, r.from))
-            .collect();
+    /// for), into `events`. Only what the last wait found readable is
+    /// read, once: what came since is for the next wait to find (it
+    /// returns at once), so a signal handed over by the front costs the
+    /// back one read, not a read of its own empty signalfd first.
+    fn take_into(&mut self, events: &mut Vec<Event>) {
+        if std::mem::take(&mut self.signals_ready) {
+            let signals = self.signals.drain();
+            events.extend(signals.into_iter().map(|r| Event::Signal(r.signal, r.from)));
+        }
         if let Some(relay) = self.relay.as_mut() {
             relay.relay();
         }
@@ -103,13 +105,9 @@ impl Inbox {
             .as_mut()
             .filter(|_| std::mem::take(&mut self.front_ready))
         {
-            let got = front.read();
-            events.extend(
-                got.signals
-                    .into_iter()
-                    .map(|r| Event::Signal(r.signal, r.from)),
-            );
-            if got.lost {
+            let lost = front.read_into(&mut self.handed);
+            events.extend((self.handed.drain(..)).map(|r| Event::Signal(r.signal, r.from)));
+            if lost {
                 events.push(Event::FrontLost);
                 self.front = None;
                 // Nobody relays any more: the socket and its directory go.
@@ -118,6 +116,12 @@ impl Inbox {
                 }
             }
         }
+    }
+
+    /// [`Inbox::take_into`], into a vector of its own.
+    fn take(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        self.take_into(&mut events);
         events
     }
 
@@ -149,29 +153,21 @@ impl Inbox {
         let extra_at = extra.map(|_| fds.len());
         fds.extend(extra);
         fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
-        let ready = poll::wait_pri(&fds, cgroup.as_slice(), deadline);
+        poll::wait_pri(&fds, cgroup.as_slice(), deadline, &mut self.ready);
+        let ready = &self.ready;
         self.signals_ready = ready.contains(&0);
         self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
         self.extra_ready = extra_at.map_or(true, |i| ready.contains(&i));
     }
 }
 
-/// The emptied vectors of events and actions of this wake, freed after
-/// the wait: an allocator may hand a page back to the kernel as it frees
-/// the last block on it (musl's `munmap`), a system call between a kill
-/// and the wait.
-#[derive(Default)]
-struct Spent {
-    events: Vec<Vec<Event>>,
-    actions: Vec<Vec<Action>>,
-}
-
-impl Spent {
-    fn free(&mut self) {
-        self.events.clear();
-        self.actions.clear();
-    }
-}
+/// The capacity of the vectors kept from wake to wake on the way of a
+/// signal (what woke the wait, the events, the actions): what one wake
+/// brings fits, so between a wake-up and the kill nothing is allocated. An
+/// allocator may map a page for a block (musl's `mmap`), a system call and
+/// a fault before the signal is passed on, and hand it back as the last
+/// block on it is freed (`munmap`).
+const KEPT: usize = 16;
 
 pub struct Back<'a> {
     config: &'a Config,
@@ -206,7 +202,9 @@ pub struct Back<'a> {
     /// timeout's, or the front's summary after taking over).
     result_said: bool,
     /// The vectors of events and actions used up, freed later.
-    spent: Spent,
+    /// This wake's events and the actions of one (kept: see [`KEPT`]).
+    events: Vec<Event>,
+    actions: Vec<Action>,
 }
 
 impl<'a> Back<'a> {
@@ -237,7 +235,8 @@ impl<'a> Back<'a> {
             kill_logged: false,
             usage: None,
             result_said: false,
-            spent: Spent::default(),
+            events: Vec::with_capacity(KEPT),
+            actions: Vec::with_capacity(KEPT),
         }
     }
 
@@ -420,16 +419,15 @@ impl<'a> Back<'a> {
             if self.machine.is_done() || until(phase) {
                 return;
             }
-            let mut events = self.inbox.take();
+            let mut events = std::mem::take(&mut self.events);
+            self.inbox.take_into(&mut events);
             if !events.is_empty() {
                 signals_only = signals_only_while_running(phase, &events, self.inbox.extra_ready);
             }
             for event in events.drain(..) {
                 self.feed(event);
             }
-            if events.capacity() > 0 {
-                self.spent.events.push(events);
-            }
+            self.events = events;
             if self.machine.phase() != phase {
                 continue;
             }
@@ -456,18 +454,20 @@ impl<'a> Back<'a> {
                 self.machine.deadline(),
             );
             signals_only = false;
-            self.spent.free();
         }
     }
 
     /// Feed one event to the machine and carry out what it says.
     fn feed(&mut self, event: Event) {
-        let mut actions = self.machine.on(event, Instant::now());
+        // An action that feeds the machine again finds the vector taken
+        // and uses one of its own.
+        let mut actions = std::mem::take(&mut self.actions);
+        self.machine.on_into(event, Instant::now(), &mut actions);
         for action in actions.drain(..) {
             self.act(action);
         }
-        if actions.capacity() > 0 {
-            self.spent.actions.push(actions);
+        if actions.capacity() >= self.actions.capacity() {
+            self.actions = actions;
         }
     }
 

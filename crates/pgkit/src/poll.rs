@@ -36,7 +36,7 @@ pub fn quiet_failures() {
 /// instead — a few milliseconds, doubling to a second, never past the
 /// deadline — and report every descriptor ready, so the caller looks at
 /// everything once, as after a wake-up. Said once, on stderr.
-fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>) -> Vec<usize> {
+fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>, ready: &mut Vec<usize>) {
     let n = FAILURES.fetch_add(1, Ordering::Relaxed);
     if n == 0 {
         let line = format!(
@@ -54,7 +54,7 @@ fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>) -> Vec
         nap = nap.min(d.saturating_duration_since(Instant::now()));
     }
     std::thread::sleep(nap);
-    (0..ours).collect()
+    ready.extend(0..ours);
 }
 
 /// The deadline timer of the process: made by [`open_timer`], or else on
@@ -79,52 +79,51 @@ pub fn open_timer() {
 /// `deadline` passes (returns an empty list). `None` for `deadline` waits
 /// without a timeout.
 pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> Vec<usize> {
-    wait_io(fds, &[], deadline)
+    let mut ready = Vec::new();
+    wait_any(fds, &[], &[], deadline, &mut ready);
+    ready
 }
 
-/// [`wait`], also for descriptors to write to: returns the indices of the
-/// ready ones, `readable` first, then `writable` (numbered after them). A
-/// write end whose reader is gone counts as ready (the write then fails
-/// with EPIPE).
+/// [`wait`], also for descriptors to write to: the indices of the ready
+/// ones go into `ready` (emptied first), `readable` first, then `writable`
+/// (numbered after them). A write end whose reader is gone counts as ready
+/// (the write then fails with EPIPE). `ready` is the caller's, kept from
+/// wait to wait: between a wake-up and what it leads to (a signal passed
+/// on) the wait allocates nothing.
 pub fn wait_io(
     readable: &[BorrowedFd<'_>],
     writable: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
-) -> Vec<usize> {
-    wait_any(readable, writable, &[], deadline)
+    ready: &mut Vec<usize>,
+) {
+    wait_any(readable, writable, &[], deadline, ready)
 }
 
 /// [`wait`], also for descriptors that report a change with `POLLPRI`
 /// (a cgroup's `cgroup.events`, always readable): their indices follow
-/// those of `readable`.
+/// those of `readable`. Into `ready`, as [`wait_io`].
 pub fn wait_pri(
     readable: &[BorrowedFd<'_>],
     priority: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
-) -> Vec<usize> {
-    wait_any(readable, &[], priority, deadline)
+    ready: &mut Vec<usize>,
+) {
+    wait_any(readable, &[], priority, deadline, ready)
 }
+
+/// The descriptors a wait of the tools' own loops holds (theirs and the
+/// timer's) fit here, on the stack: the poll's array is neither allocated
+/// before the wait nor freed after it.
+const ON_STACK: usize = 8;
 
 fn wait_any(
     readable: &[BorrowedFd<'_>],
     writable: &[BorrowedFd<'_>],
     priority: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
-) -> Vec<usize> {
-    let mut pfds: Vec<PollFd<'_>> = readable
-        .iter()
-        .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
-        .chain(
-            writable
-                .iter()
-                .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::OUT)),
-        )
-        .chain(
-            priority
-                .iter()
-                .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::PRI)),
-        )
-        .collect();
+    ready: &mut Vec<usize>,
+) {
+    ready.clear();
     // The timer keeps the deadline; the poll timeout only if it cannot.
     let mut timer = TIMER.lock().unwrap_or_else(|e| e.into_inner());
     let mut armed = false;
@@ -137,10 +136,25 @@ fn wait_any(
         }
     }
     let fallback = if armed { None } else { deadline };
-    if let Some(t) = timer.as_ref().filter(|_| armed) {
-        pfds.push(PollFd::from_borrowed_fd(t.as_fd(), PollFlags::IN));
-    }
+    let timer_fd = timer.as_ref().filter(|_| armed).map(|t| t.as_fd());
     let ours = readable.len() + writable.len() + priority.len();
+    let total = ours + usize::from(timer_fd.is_some());
+    // Entry i of the poll's array: ours in order, then the timer's.
+    let entry = |i: usize| -> Option<PollFd<'_>> {
+        let (fd, flags) = if i < readable.len() {
+            (readable[i], PollFlags::IN)
+        } else if i < readable.len() + writable.len() {
+            (writable[i - readable.len()], PollFlags::OUT)
+        } else if i < ours {
+            (
+                priority[i - readable.len() - writable.len()],
+                PollFlags::PRI,
+            )
+        } else {
+            (timer_fd?, PollFlags::IN)
+        };
+        Some(PollFd::from_borrowed_fd(fd, flags))
+    };
     let timeout = fallback.map(|d| {
         let left = d.saturating_duration_since(Instant::now());
         Timespec {
@@ -149,14 +163,28 @@ fn wait_any(
         }
     });
     // rustix's poll is ppoll with a null sigmask: the (fully blocked) mask
-    // stays as it is.
-    if let Err(e) = rustix::event::poll(&mut pfds, timeout.as_ref()) {
-        if e == rustix::io::Errno::INTR {
-            return Vec::new();
+    // stays as it is. Past the stack's entries (or with none), a vector.
+    let mut on_stack: [PollFd<'_>; ON_STACK];
+    let mut on_heap: Vec<PollFd<'_>>;
+    let pfds: &mut [PollFd<'_>] = match entry(0).filter(|_| total <= ON_STACK) {
+        Some(first) => {
+            // Entries past `total` repeat the first and are not polled.
+            on_stack = std::array::from_fn(|i| {
+                (entry(i).filter(|_| i < total)).unwrap_or_else(|| first.clone())
+            });
+            &mut on_stack[..total]
         }
-        drop(pfds);
+        None => {
+            on_heap = (0..total).filter_map(entry).collect();
+            &mut on_heap
+        }
+    };
+    if let Err(e) = rustix::event::poll(pfds, timeout.as_ref()) {
+        if e == rustix::io::Errno::INTR {
+            return;
+        }
         drop(timer);
-        return after_failure(&e.into(), ours, deadline);
+        return after_failure(&e.into(), ours, deadline, ready);
     }
     // Written only when it changes: after reap's fork, a store to this page
     // on every wake would be the front's copy-on-write fault on the path
@@ -164,10 +192,11 @@ fn wait_any(
     if FAILURES.load(Ordering::Relaxed) != 0 {
         FAILURES.store(0, Ordering::Relaxed);
     }
-    pfds[..ours]
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| !p.revents().is_empty())
-        .map(|(i, _)| i)
-        .collect()
+    ready.extend(
+        pfds[..ours]
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.revents().is_empty())
+            .map(|(i, _)| i),
+    );
 }

@@ -230,3 +230,64 @@ fn after_passing_a_stop_request_on_the_back_arms_the_grace_and_waits() {
     );
     assert!(guard.alive().is_empty(), "left: {:?}", guard.alive());
 }
+
+/// The names of the system calls of a trace between the wait that ended
+/// last before the first line starting with `at` and that line. None if
+/// no line starts with `at`.
+fn between_wait_and(trace: &str, at: &str) -> Option<Vec<String>> {
+    let lines: Vec<&str> = trace.lines().collect();
+    let end = lines.iter().position(|l| l.starts_with(at))?;
+    let start = lines[..end]
+        .iter()
+        .rposition(|l| l.starts_with("ppoll(") || l.contains("<... ppoll resumed>"))
+        .map_or(0, |i| i + 1);
+    Some(
+        lines[start..end]
+            .iter()
+            .map(|l| l.split('(').next().unwrap_or(l).to_string())
+            .collect(),
+    )
+}
+
+/// On the way of a signal, from each process's wake to its hand-over, the
+/// one read of what woke it: no allocation that maps memory, no page of
+/// its own mapped anew, no look at the kernel. Each costs a system call
+/// or a fault, and on a busy CPU each delays COMMAND's handler.
+#[test]
+fn from_its_wake_to_the_kill_each_process_of_reap_reads_once() {
+    let test = "from_its_wake_to_the_kill_each_process_of_reap_reads_once";
+    if let Some(why) = needs_program("strace", "strace") {
+        return skip(test, &why);
+    }
+    let dir = temp_dir("reap-wake-to-kill");
+    let (front_out, back_out) = (dir.join("front.strace"), dir.join("back.strace"));
+    let mut run = reap(["--", &sigprobe()]).stderr_piped().spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    let front = run.pid();
+    let back = back_of(front);
+    let mut guard = Guard::new();
+    guard.watch(back);
+    guard.watch(probe.pid);
+    let mut front_trace = Trace::attach(front, &front_out);
+    let mut back_trace = Trace::attach(back, &back_out);
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={} from={back}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    front_trace.wait();
+    back_trace.wait();
+    let front_log = std::fs::read_to_string(&front_out).unwrap_or_default();
+    let back_log = std::fs::read_to_string(&back_out).unwrap_or_default();
+    let front_calls = between_wait_and(&front_log, "write(");
+    assert_eq!(
+        front_calls.as_deref(),
+        Some(&["read".to_string()][..]),
+        "from its wake to its hand-over the front made:\n{front_log}"
+    );
+    let back_calls = between_wait_and(&back_log, &format!("kill(-{}, SIGTERM)", probe.pid));
+    assert_eq!(
+        back_calls.as_deref(),
+        Some(&["read".to_string()][..]),
+        "from its wake to the kill the back made:\n{back_log}"
+    );
+    assert!(guard.alive().is_empty(), "left: {:?}", guard.alive());
+}
