@@ -243,18 +243,22 @@ def note_latency(d):
         "- **Signal latency.** On every CPU: "
         f"{ours(lat)}, against {b2} {v2:.0f} us; with every process on one CPU "
         f"(the code path alone): {ours(lat1)}, against {b1} {v1:.0f} us. "
-        "Between its wake-up and the kill, pgwrap and graceful make two system calls "
-        "that tini makes none of (strace): the read of the signalfd (tini's "
-        "sigtimedwait returns the signal itself) and a waitid that sees a stop of "
-        "COMMAND before the stop signal goes out. reap's signal takes one more hop, "
-        "by design: its front reads the signal and writes a record to the back, "
-        "COMMAND's parent and the one process that signals COMMAND's group; the back "
-        "wakes, reads the record (only what its wait found readable) and signals. "
-        "The signalfd is what lets "
+        "Between its wake-up and the kill, pgwrap makes one system call that tini "
+        "makes none of (strace): the read of the signalfd (tini's sigtimedwait returns "
+        "the signal itself); graceful also a waitid that sees a stop of COMMAND before "
+        "the stop signal goes out. reap's signal takes one more hop, by design: its "
+        "front reads the signal and writes a record to the back, COMMAND's parent and "
+        "the one process that signals COMMAND's group; the back wakes, reads the record "
+        "and signals. From its wake to its hand-over each of the two makes that one "
+        "read and allocates nothing (an allocation may map a page: a system call and "
+        "faults; the test forwarding::one_route::"
+        "from_its_wake_to_the_kill_each_process_of_reap_reads_once checks it under "
+        "strace). The signalfd is what lets "
         "one blocking call also wait for pidfds and the timer (tini wakes every "
         "second instead). On one CPU the process signalled runs only once the tool "
-        "sleeps (perf sched), so the work after the kill counts too: graceful arms "
-        "the grace (waitid, timerfd_settime).")
+        "sleeps (perf sched), so the work after the kill counts too: reap's back arms "
+        "the grace (timerfd_settime); graceful looks at its children before it arms "
+        "the grace (/proc/uptime, waitid, its children list: some ten system calls).")
 
 
 def note_reaping(d):
