@@ -429,7 +429,7 @@ impl<'a> Supervisor<'a> {
             (Some(d), Some(r)) => Some(d.min(r)),
             (d, r) => d.or(r),
         };
-        let deadline = self.signals.wake_by(due, now);
+        let deadline = self.signals.wake_by(due, || now);
         let mut fds = vec![self.signals.as_fd()];
         if self.child.exit_status().is_none() {
             // Readable for good once COMMAND has exited: then left out.

@@ -256,6 +256,10 @@ pub struct Machine {
     takeover: bool,
     /// COMMAND's status as last told to the front (`Action::ReportStatus`).
     reported: Option<Status>,
+    /// The length of a Run deadline that counts from the moment the
+    /// actions of the last event were carried out (the stop signal sent),
+    /// not started yet: [`Machine::sent`] starts it.
+    unstarted: Option<Duration>,
 }
 
 impl Machine {
@@ -274,6 +278,7 @@ impl Machine {
             timed_out: false,
             takeover: false,
             reported: None,
+            unstarted: None,
         }
     }
 
@@ -379,16 +384,33 @@ impl Machine {
     }
 
     /// [`Machine::on`], into `out`: a signal while COMMAND runs (the way of
-    /// every signal passed on) allocates nothing where `out` has room.
-    pub fn on_into(&mut self, event: Event, now: Instant, out: &mut Vec<Action>) {
+    /// every signal passed on) allocates nothing where `out` has room, and
+    /// reads no clock (`now` is called for the other events): a grace or
+    /// a stop delay it starts counts from the moment its actions are
+    /// carried out, which [`Machine::sent`] then says. So between a wake-up
+    /// and the kill there is no clock to read: where the vDSO cannot serve
+    /// `clock_gettime`, each read is a system call.
+    pub fn on_into(&mut self, event: Event, now: impl FnOnce() -> Instant, out: &mut Vec<Action>) {
         match (self.phase, event) {
-            (Phase::Run { .. }, Event::Signal(sig, from)) => self.pass_on(sig, from, now, out),
-            (_, event) => out.extend(self.on(event, now)),
+            (Phase::Run { .. }, Event::Signal(sig, from)) => self.pass_on(sig, from, None, out),
+            (_, event) => out.extend(self.on(event, now())),
+        }
+    }
+
+    /// The actions of the last event are carried out: a deadline that
+    /// counts from then starts at `now` (called only if there is one).
+    pub fn sent(&mut self, now: impl FnOnce() -> Instant) {
+        if let Some(after) = self.unstarted.take() {
+            if let Phase::Run { deadline } = &mut self.phase {
+                *deadline = now().checked_add(after);
+            }
         }
     }
 
     /// Feed one event; returns what to do, in order.
     pub fn on(&mut self, event: Event, now: Instant) -> Vec<Action> {
+        // A deadline left unstarted by `on_into` starts no later than this.
+        self.sent(|| now);
         match self.phase {
             Phase::Start => self.on_start(event, now),
             Phase::Run { .. } => self.on_run(event, now),
@@ -417,7 +439,7 @@ impl Machine {
                 self.phase = Phase::Run { deadline: None };
                 let mut actions = Vec::new();
                 for (sig, from) in std::mem::take(&mut self.held) {
-                    self.pass_on(sig, from, now, &mut actions);
+                    self.pass_on(sig, from, Some(now), &mut actions);
                 }
                 return actions;
             }
@@ -431,7 +453,7 @@ impl Machine {
         match event {
             Event::Signal(sig, from) => {
                 let mut actions = Vec::new();
-                self.pass_on(sig, from, now, &mut actions);
+                self.pass_on(sig, from, Some(now), &mut actions);
                 actions
             }
             Event::FrontLost => {
@@ -465,7 +487,7 @@ impl Machine {
             }
             Event::DeadlinePassed if self.delayed.is_some() => {
                 let mut actions = Vec::new();
-                self.release(now, &mut actions);
+                self.release(Some(now), &mut actions);
                 actions
             }
             Event::DeadlinePassed => {
@@ -481,9 +503,11 @@ impl Machine {
         }
     }
 
-    /// A signal received while COMMAND runs: pass it on, or drop it.
-    /// What a signal received while COMMAND runs asks for, onto `actions`.
-    fn pass_on(&mut self, sig: Signal, from: i32, now: Instant, actions: &mut Vec<Action>) {
+    /// What a signal received while COMMAND runs asks for, onto `actions`:
+    /// pass it on, or drop it. A deadline it starts counts from `now`, or,
+    /// with none, from the moment the actions are carried out
+    /// ([`Machine::sent`]).
+    fn pass_on(&mut self, sig: Signal, from: i32, now: Option<Instant>, actions: &mut Vec<Action>) {
         if sig == Signal::CHLD {
             return;
         }
@@ -515,7 +539,7 @@ impl Machine {
             self.cancel = true;
             self.delayed = Some((sig, from));
             self.phase = Phase::Run {
-                deadline: Some(now.checked_add(delay).unwrap_or(now)),
+                deadline: self.start(now, Some(delay)),
             };
             actions.push(Action::Say(Note::StopDelayed(sig, from)));
             return;
@@ -525,7 +549,13 @@ impl Machine {
 
     /// A stop request passed on: to COMMAND's group (`--stop-all`: to
     /// every descendant); the first starts the grace.
-    fn stop_request(&mut self, sig: Signal, from: i32, now: Instant, actions: &mut Vec<Action>) {
+    fn stop_request(
+        &mut self,
+        sig: Signal,
+        from: i32,
+        now: Option<Instant>,
+        actions: &mut Vec<Action>,
+    ) {
         actions.push(Action::Forward(sig, from));
         if self.params.stop_all {
             actions.push(Action::StopAll(sig));
@@ -534,7 +564,7 @@ impl Machine {
             self.cancel = true;
             self.stop_sig = sig;
             self.phase = Phase::Run {
-                deadline: self.grace_from(now),
+                deadline: self.start(now, self.params.grace),
             };
             actions.push(Action::Say(Note::StopRequested));
         }
@@ -544,7 +574,7 @@ impl Machine {
 
     /// The stop delay is over (or cut short): the held stop request is
     /// passed on, and the grace starts now.
-    fn release(&mut self, now: Instant, actions: &mut Vec<Action>) {
+    fn release(&mut self, now: Option<Instant>, actions: &mut Vec<Action>) {
         let Some((sig, from)) = self.delayed.take() else {
             return;
         };
@@ -743,6 +773,20 @@ impl Machine {
             Action::Exit(last),
             Action::Finished,
         ]
+    }
+
+    /// A Run deadline `after` from `now`, or from the moment the actions
+    /// are carried out where `now` is not given (left to
+    /// [`Machine::sent`]). `None`: never (`inf`, or too far to represent:
+    /// the longest wait there is).
+    fn start(&mut self, now: Option<Instant>, after: Option<Duration>) -> Option<Instant> {
+        match now {
+            Some(now) => after.and_then(|d| now.checked_add(d)),
+            None => {
+                self.unstarted = after;
+                None
+            }
+        }
     }
 
     fn grace_from(&self, now: Instant) -> Option<Instant> {
@@ -2013,5 +2057,71 @@ mod tests {
             "its leftovers are swept: {swept:?}"
         );
         assert_eq!(m.cleanup_result(), Some(Status::Exited(3)));
+    }
+
+    // The clock on the way of a signal (on_into, sent).
+
+    #[test]
+    fn a_stop_request_passed_on_reads_no_clock_and_its_grace_starts_when_sent() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        let mut out = Vec::new();
+        m.on_into(
+            Event::Signal(TERM, FROM),
+            || panic!("no clock before the kill"),
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            [
+                Forward(TERM, FROM),
+                Say(Note::StopRequested),
+                ContinueIfStopped
+            ]
+        );
+        assert_eq!(m.deadline(), None, "not started before the kill");
+        let sent = t + ms(3);
+        m.sent(|| sent);
+        assert_eq!(m.deadline(), Some(sent + ms(5_000)), "from the send");
+        // Started once: a later `sent` reads no clock and moves nothing.
+        m.sent(|| panic!("nothing left to start"));
+        assert_eq!(m.deadline(), Some(sent + ms(5_000)));
+        // A signal that starts nothing reads no clock either.
+        out.clear();
+        m.on_into(
+            Event::Signal(Signal::USR1, FROM),
+            || panic!("no clock"),
+            &mut out,
+        );
+        m.sent(|| panic!("no clock"));
+        assert_eq!(out, [Forward(Signal::USR1, FROM)]);
+    }
+
+    #[test]
+    fn an_unstarted_grace_starts_no_later_than_the_next_event() {
+        let t = Instant::now();
+        let mut m = running(params(), t);
+        m.on_into(Event::Signal(TERM, FROM), || t, &mut Vec::new());
+        let next = t + ms(7);
+        assert_eq!(m.on(Event::Signal(Signal::USR1, FROM), next).len(), 1);
+        assert_eq!(m.deadline(), Some(next + ms(5_000)));
+    }
+
+    #[test]
+    fn a_stop_delay_too_long_to_represent_is_the_longest_wait_not_none() {
+        let t = Instant::now();
+        let mut p = params();
+        p.stop_delay = Some(Duration::MAX);
+        let mut m = running(p, t);
+        assert_eq!(
+            m.on(Event::Signal(TERM, FROM), t),
+            [Say(Note::StopDelayed(TERM, FROM))]
+        );
+        assert_eq!(m.deadline(), None, "held until a second request");
+        assert_eq!(m.due(t + ms(3_600_000)), None);
+        let mut m = running(p, t);
+        m.on_into(Event::Signal(TERM, FROM), || t, &mut Vec::new());
+        m.sent(|| t);
+        assert_eq!(m.deadline(), None, "the same when it starts at the send");
     }
 }

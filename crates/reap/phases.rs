@@ -145,7 +145,7 @@ impl Inbox {
         cgroup: Option<BorrowedFd<'_>>,
         deadline: Option<Instant>,
     ) {
-        let deadline = self.signals.wake_by(deadline, Instant::now());
+        let deadline = self.signals.wake_by(deadline, Instant::now);
         let mut fds = vec![self.signals.as_fd()];
         let front = self.front.as_ref().and_then(|f| f.fd());
         let front_at = front.map(|_| fds.len());
@@ -462,10 +462,13 @@ impl<'a> Back<'a> {
         // An action that feeds the machine again finds the vector taken
         // and uses one of its own.
         let mut actions = std::mem::take(&mut self.actions);
-        self.machine.on_into(event, Instant::now(), &mut actions);
+        self.machine.on_into(event, Instant::now, &mut actions);
         for action in actions.drain(..) {
             self.act(action);
         }
+        // A grace that a stop request started counts from here, the stop
+        // signal sent: its clock is read after the kill, not before.
+        self.machine.sent(Instant::now);
         if actions.capacity() >= self.actions.capacity() {
             self.actions = actions;
         }

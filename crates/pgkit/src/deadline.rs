@@ -6,8 +6,15 @@
 //! timeout run late by 0.1% of its length (`select_estimate_accuracy`, to
 //! batch wake-ups): 10 ms on a 10 s grace period, up to 100 ms on long ones.
 //! A timerfd expires at its time, within the timer slack (50 us by default).
-//! It never fires early: it is armed with the time left, counted from the
-//! moment the kernel arms it.
+//!
+//! It is armed with the deadline itself (`TFD_TIMER_ABSTIME`), so arming it
+//! reads no clock: where the vDSO cannot serve `clock_gettime` (a clock
+//! source without one, as under qemu's TCG) each read is a system call,
+//! and the arm comes right after a stop signal is sent, before the tool
+//! sleeps and the process signalled runs on a busy CPU. An `Instant` is
+//! turned into the clock's time through an anchor, the two read once when
+//! the timer is made, the `Instant` first: the conversion errs by the
+//! nanoseconds between the two reads, late, so it never fires early.
 
 use rustix::time::{
     timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
@@ -21,6 +28,8 @@ use std::time::{Duration, Instant};
 pub struct Timer {
     fd: OwnedFd,
     armed: Option<Instant>,
+    /// An `Instant` and the clock's time read right after it.
+    anchor: (Instant, Duration),
 }
 
 impl Timer {
@@ -30,7 +39,14 @@ impl Timer {
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )?;
-        Ok(Timer { fd, armed: None })
+        let instant = Instant::now();
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let clock = Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.max(0) as u32);
+        Ok(Timer {
+            fd,
+            armed: None,
+            anchor: (instant, clock),
+        })
     }
 
     /// Expire at `deadline` (at once if it has passed); `None` disarms.
@@ -43,10 +59,7 @@ impl Timer {
             return Ok(());
         }
         let value = match deadline {
-            // A zero it_value would disarm: a passed deadline gets 1 ns.
-            Some(d) => d
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_nanos(1)),
+            Some(d) => self.clock_time(d),
             None => Duration::ZERO,
         };
         let spec = Itimerspec {
@@ -59,9 +72,25 @@ impl Timer {
                 tv_nsec: value.subsec_nanos().into(),
             },
         };
-        timerfd_settime(&self.fd, TimerfdTimerFlags::empty(), &spec)?;
+        let flags = match deadline {
+            Some(_) => TimerfdTimerFlags::ABSTIME,
+            None => TimerfdTimerFlags::empty(),
+        };
+        timerfd_settime(&self.fd, flags, &spec)?;
         self.armed = deadline;
         Ok(())
+    }
+
+    /// `deadline` on CLOCK_MONOTONIC, never zero (a zero `it_value`
+    /// disarms; any time already passed fires at once).
+    fn clock_time(&self, deadline: Instant) -> Duration {
+        let (instant, clock) = self.anchor;
+        let t = if deadline >= instant {
+            clock.saturating_add(deadline - instant)
+        } else {
+            clock.saturating_sub(instant - deadline)
+        };
+        t.max(Duration::from_nanos(1))
     }
 }
 

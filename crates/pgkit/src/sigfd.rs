@@ -71,16 +71,24 @@ impl SignalFd {
     /// The deadline to sleep until: `deadline`, or the end of the hold
     /// that still runs if that comes first. A hold whose time has come is
     /// ended here (SIGCHLD is watched again, and the descriptor is readable
-    /// at once if one is pending).
-    pub fn wake_by(&mut self, deadline: Option<Instant>, now: Instant) -> Option<Instant> {
-        if let Some(end) = self.held.filter(|&end| now >= end) {
-            if crate::sigraw::signalfd_set(self.fd.as_fd(), self.set).is_ok() {
-                self.held = None;
-            } else {
-                // Cannot fail on a live signalfd; were it to, the next try
-                // is a hold later (the wake-ups still reap), never a busy
-                // loop.
-                self.held = Some(end.max(now) + CHILD_HOLD);
+    /// at once if one is pending). The clock is read (`now`) only while a
+    /// hold runs: the wait right after a signal is passed on reads none.
+    pub fn wake_by(
+        &mut self,
+        deadline: Option<Instant>,
+        now: impl FnOnce() -> Instant,
+    ) -> Option<Instant> {
+        if let Some(end) = self.held {
+            let now = now();
+            if now >= end {
+                if crate::sigraw::signalfd_set(self.fd.as_fd(), self.set).is_ok() {
+                    self.held = None;
+                } else {
+                    // Cannot fail on a live signalfd; were it to, the next
+                    // try is a hold later (the wake-ups still reap), never
+                    // a busy loop.
+                    self.held = Some(now + CHILD_HOLD);
+                }
             }
         }
         match (deadline, self.held) {
