@@ -324,6 +324,11 @@ struct Scenario {
     /// the sender becomes user nobody first.
     notify: Option<bool>,
     shared: Option<Shared>,
+    /// Not generated: how long this run's chain and tree took to come up
+    /// (ms from the start to the supervisor's ready line; 0 before a run).
+    /// A `--timeout` shorter than that may fire before a process below the
+    /// graceful that set it has set up its signal handling.
+    up: u64,
 }
 
 /// What this machine can run.
@@ -756,6 +761,7 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
         decoys,
         notify,
         shared,
+        up: 0,
     }
 }
 
@@ -1101,6 +1107,9 @@ struct Sim<'a> {
     /// A kill signal sent right after a stop signal (no grace) reaches the
     /// root before the stop signal the tools between pass on to it.
     root_overtaken: bool,
+    /// The stop signal being passed on is a timeout's that fired before the
+    /// chain below and the tree were up ([`Scenario::up`]).
+    early: bool,
     queue: Vec<(u64, u64, Ev)>,
     final_status: Option<Outcome>,
     reap_env: Option<(i32, &'static str)>,
@@ -1157,7 +1166,9 @@ impl Sim<'_> {
         // before it has set up its signal handling: it is then only COMMAND
         // to the outer tool, and may die of it.
         let masked = self.sc.blk.contains(&s) || self.sc.pend.contains(&s);
-        if i > 0 && t == 0 && terminates(s) && !ign && !masked && self.ch.either() {
+        // So may a timeout's stop signal that fired before the chain was up.
+        let early = t == 0 || self.early;
+        if i > 0 && early && terminates(s) && !ign && !masked && self.ch.either() {
             self.root_alive = false;
             for l in &mut self.layers[i..] {
                 l.gone = true;
@@ -1283,12 +1294,13 @@ impl Sim<'_> {
             return self.root_end(t, Outcome::Signal(KILL));
         }
         if STOPS.contains(&s) {
-            // At the very start the root may not have set up its handling
-            // yet: then the signal's default action ends it (the caller's
-            // mask is blocked only for what the scenario blocks).
+            // At the very start (or at a timeout that fired before the tree
+            // was up) the root may not have set up its handling yet: then
+            // the signal's default action ends it (the caller's mask is
+            // blocked only for what the scenario blocks).
             // A signal the caller ignored is still ignored then (the tools
             // keep it so for COMMAND), and is lost.
-            let early = t == 0 && !self.sc.blk.contains(&s);
+            let early = (t == 0 || self.early) && !self.sc.blk.contains(&s);
             let inherited = self.sc.ign.contains(&s);
             if early && inherited && self.ch.either() {
                 return;
@@ -1638,11 +1650,17 @@ impl Sim<'_> {
                     return;
                 }
                 self.layers[i].timed_out = true;
-                let stop = match &self.sc.layers[i] {
-                    Tool::Graceful(o) => o.signal.unwrap_or(TERM),
-                    _ => TERM,
+                let (stop, timeout) = match &self.sc.layers[i] {
+                    Tool::Graceful(o) => (o.signal.unwrap_or(TERM), o.timeout.unwrap_or(0)),
+                    _ => (TERM, 0),
                 };
+                // Its timer ran from graceful's own start, before the tools
+                // below and the tree were up: on a slow machine (an emulated
+                // CPU's starts take 150 ms) it may fire before one of them
+                // has set up its signal handling.
+                self.early = timeout < self.sc.up;
                 self.trigger(i, stop, t);
+                self.early = false;
             }
             Ev::Finish(i) => self.finish(i, t),
         }
@@ -1685,7 +1703,16 @@ impl Sim<'_> {
             })
             .collect();
         for (i, to) in timeouts {
-            self.push(to, to, Ev::Timeout(i));
+            // graceful's --timeout counts from graceful's own start; the
+            // tree's clock (every other time here) from the ready line,
+            // `up` ms after the chain was started. So on the tree's clock
+            // the outermost graceful's timeout fires `up` ms sooner, and an
+            // inner one's (started in between) up to that much sooner. A
+            // slow start (a loaded machine, an emulated CPU) thus moves the
+            // timeout before the root's planned end.
+            let lo = to.saturating_sub(self.sc.up);
+            let hi = if i == 0 { lo } else { to };
+            self.push(lo, hi, Ev::Timeout(i));
         }
         for &s in &self.sc.pend.clone() {
             self.deliver(0, s, 0);
@@ -1756,6 +1783,7 @@ fn expectations(sc: &Scenario) -> BTreeSet<Expect> {
             root_alive: true,
             root_catching: false,
             root_overtaken: false,
+            early: false,
             queue: Vec::new(),
             final_status: None,
             reap_env: None,
@@ -2200,23 +2228,30 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
         fired = c;
         &fired
     };
+    let ready_at = rep.lines.iter().find_map(|l| {
+        l.strip_prefix("ready ")?
+            .split_once(" at=")?
+            .1
+            .parse::<u64>()
+            .ok()
+    });
+    let upped;
+    let sc = match ready_at {
+        Some(up) if up > 0 => {
+            let mut c = sc.clone();
+            c.up = up;
+            upped = c;
+            &upped
+        }
+        _ => sc,
+    };
     let mut expects = expectations(sc);
     // Events are timed from the moment the tree was ready. A fault
     // (RLIMIT_NPROC: a fork that fails and is retried, or a node that
     // cannot be forked) holds that moment back by up to 800 ms, and the
     // tree's own clocks by an unknown part of it: the contract then gives
     // what it gives for the events as planned or as held back.
-    let held = rep
-        .lines
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("ready ")?
-                .split_once(" at=")?
-                .1
-                .parse::<u64>()
-                .ok()
-        })
-        .filter(|&at| at > TOL / 2);
+    let held = ready_at.filter(|&at| at > TOL / 2);
     if let Some(held) = held {
         let mut late = sc.clone();
         for e in &mut late.events {
@@ -2495,6 +2530,122 @@ fn cgroup_writable() -> bool {
 
 fn env_u64(key: &str) -> Option<u64> {
     std::env::var(key).ok()?.trim().parse().ok()
+}
+
+/// The model: a `--timeout` that fires before the chain below its graceful
+/// and the tree were up (an emulated CPU's starts take 150 ms) may find an
+/// inner tool or the root that has not set up its signal handling yet;
+/// the stop signal's default action then ends it, and the chain with it.
+/// Seeds 149 (`graceful -g0 --timeout 253ms --preserve-status -- pgwrap --
+/// pgwrap --to child -- tree`) and 141 (`graceful --timeout 280ms
+/// --preserve-status --on TERM,INT,USR1 -- tree`, a root that catches TERM)
+/// ended by TERM in the VM cells.
+#[test]
+fn chaos_model_timeout_before_the_chain_is_up() {
+    let caps = Caps {
+        root: true,
+        unshare: true,
+        stop_delay: true,
+        cleanup_exec: true,
+        stop_all: true,
+        cgroup: false,
+    };
+    for seed in [149, 141] {
+        let mut sc = generate(seed, caps);
+        let Some(Tool::Graceful(Graceful {
+            timeout: Some(to),
+            preserve: true,
+            ..
+        })) = sc.layers.first()
+        else {
+            panic!(
+                "seed {seed} is not graceful --timeout --preserve-status now: {}",
+                sc.describe()
+            );
+        };
+        let to = *to;
+        let by_term = |sc: &Scenario| {
+            expectations(sc)
+                .iter()
+                .any(|e| e.status == Outcome::Signal(TERM))
+        };
+        assert!(
+            !by_term(&sc),
+            "seed {seed}: up at once, TERM is caught: {}",
+            sc.describe()
+        );
+        sc.up = to + 1;
+        assert!(
+            by_term(&sc),
+            "seed {seed}: up after the timeout: {}",
+            sc.describe()
+        );
+    }
+    // Seeds 12, 121 and 136 (a graceful's --timeout outside reap, a root
+    // that ignores or catches TERM): the cleanup saw REAP_STATUS=143
+    // REAP_CAUSE=cancel in the VM cells.
+    for seed in [12, 121, 136] {
+        let mut sc = generate(seed, caps);
+        let to = sc.layers.iter().find_map(|t| match t {
+            Tool::Graceful(Graceful {
+                timeout: Some(to), ..
+            }) => Some(*to),
+            _ => None,
+        });
+        let Some(to) = to else {
+            panic!(
+                "seed {seed} has no graceful --timeout now: {}",
+                sc.describe()
+            );
+        };
+        let term_cancel = |sc: &Scenario| {
+            expectations(sc)
+                .iter()
+                .any(|e| e.reap_env == Some((128 + TERM, "cancel")))
+        };
+        assert!(
+            !term_cancel(&sc),
+            "seed {seed}: up at once: {}",
+            sc.describe()
+        );
+        sc.up = to + 1;
+        assert!(
+            term_cancel(&sc),
+            "seed {seed}: up after the timeout: {}",
+            sc.describe()
+        );
+    }
+    // Seed 147 (`graceful -g 500ms --timeout 564ms -- reap --exec-cleanup
+    // -- tree`, the root exiting 3 at 212 ms): in a loaded musl pass the
+    // cleanup saw REAP_STATUS=143 REAP_CAUSE=cancel. The tree was up
+    // before the timeout, but more than 352 ms after graceful started, so
+    // on the tree's clock the timeout came before the root's exit.
+    let mut sc = generate(147, caps);
+    let timeout = match sc.layers.first() {
+        Some(Tool::Graceful(Graceful {
+            timeout: Some(to), ..
+        })) => *to,
+        _ => panic!("seed 147 is not graceful --timeout now: {}", sc.describe()),
+    };
+    let life = sc.nodes[0].life;
+    assert!(
+        life < timeout,
+        "seed 147: the root ends before the timeout now: {}",
+        sc.describe()
+    );
+    let term_cancel = |sc: &Scenario| {
+        expectations(sc)
+            .iter()
+            .any(|e| e.reap_env == Some((128 + TERM, "cancel")))
+    };
+    assert!(!term_cancel(&sc), "seed 147: up at once: {}", sc.describe());
+    sc.up = timeout - life + 100;
+    assert!(
+        sc.up < timeout && term_cancel(&sc),
+        "seed 147: up {} ms after graceful's start: {}",
+        sc.up,
+        sc.describe()
+    );
 }
 
 #[test]
