@@ -50,6 +50,7 @@
 //! pending), so none is lost and the front's memory stays bounded.
 
 use crate::outcome::Cause;
+use crate::phases::KEPT;
 use pgkit::board::Board;
 use pgkit::error::TOOL_FAILED;
 use pgkit::notify::Relay;
@@ -283,13 +284,27 @@ impl Front {
         // On the path of every signal, the two calls that would find
         // nothing are left out.
         let (mut back_ready, mut news_ready) = (true, true);
+        // Kept from wake to wake, so that the way of a signal allocates
+        // nothing, and written once now: after the fork the first write to
+        // a page the back still shares is a copy-on-write fault, which
+        // would come on the way of the first signal.
         let mut ready = Vec::with_capacity(8);
+        let none = Received {
+            signal: Signal::CHLD,
+            from: 0,
+            code: 0,
+        };
+        let mut received = vec![none; KEPT];
+        received.clear();
+        self.backlog.resize(KEPT * RECORD, 0);
+        self.backlog.clear();
         loop {
             // While the pipe is full, the signals wait in the kernel.
             if self.backlog.is_empty() {
-                for received in signals.drain() {
-                    if received.signal != Signal::CHLD {
-                        self.hand_over(received);
+                signals.drain_into(&mut received);
+                for r in received.drain(..) {
+                    if r.signal != Signal::CHLD {
+                        self.hand_over(r);
                     }
                 }
             }
@@ -336,15 +351,15 @@ impl Front {
             }
             self.flush();
             let full = !self.backlog.is_empty();
-            let mut fds = Vec::new();
+            let mut fds = poll::Fds::new(signals.as_fd());
             if !full {
                 fds.push(signals.as_fd());
             }
-            let back_at = self.back.pidfd().map(|_| fds.len());
-            fds.extend(self.back.pidfd());
-            let news_at = self.from_back.as_ref().map(|_| fds.len());
-            fds.extend(self.from_back.as_ref().map(|f| f.as_fd()));
-            fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
+            let back_at = self.back.pidfd().map(|fd| fds.push(fd));
+            let news_at = self.from_back.as_ref().map(|f| fds.push(f.as_fd()));
+            if let Some(r) = self.relay.as_ref() {
+                fds.push(r.as_fd());
+            }
             let pipe = self.to_back.as_ref().filter(|_| full).map(|f| f.as_fd());
             poll::wait_io(&fds, pipe.as_slice(), None, &mut ready);
             // Without a pidfd the back's exit is looked for on every wake.

@@ -56,7 +56,8 @@ pub struct Inbox {
     leftover: Option<Leftover>,
     /// What the last wait found ready, by index (kept: see [`Inbox::wait`]).
     ready: Vec<usize>,
-    /// The signals of the front's last records (kept, as `ready`).
+    /// The signals read last, from the signalfd or the front's records
+    /// (kept, as `ready`).
     handed: Vec<Received>,
 }
 
@@ -94,8 +95,8 @@ impl Inbox {
     /// back one read, not a read of its own empty signalfd first.
     fn take_into(&mut self, events: &mut Vec<Event>) {
         if std::mem::take(&mut self.signals_ready) {
-            let signals = self.signals.drain();
-            events.extend(signals.into_iter().map(|r| Event::Signal(r.signal, r.from)));
+            self.signals.drain_into(&mut self.handed);
+            events.extend((self.handed.drain(..)).map(|r| Event::Signal(r.signal, r.from)));
         }
         if let Some(relay) = self.relay.as_mut() {
             relay.relay();
@@ -146,13 +147,13 @@ impl Inbox {
         deadline: Option<Instant>,
     ) {
         let deadline = self.signals.wake_by(deadline, Instant::now);
-        let mut fds = vec![self.signals.as_fd()];
-        let front = self.front.as_ref().and_then(|f| f.fd());
-        let front_at = front.map(|_| fds.len());
-        fds.extend(front);
-        let extra_at = extra.map(|_| fds.len());
-        fds.extend(extra);
-        fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
+        let mut fds = poll::Fds::new(self.signals.as_fd());
+        fds.push(self.signals.as_fd());
+        let front_at = (self.front.as_ref().and_then(|f| f.fd())).map(|fd| fds.push(fd));
+        let extra_at = extra.map(|fd| fds.push(fd));
+        if let Some(r) = self.relay.as_ref() {
+            fds.push(r.as_fd());
+        }
         poll::wait_pri(&fds, cgroup.as_slice(), deadline, &mut self.ready);
         let ready = &self.ready;
         self.signals_ready = ready.contains(&0);
@@ -167,7 +168,7 @@ impl Inbox {
 /// allocator may map a page for a block (musl's `mmap`), a system call and
 /// a fault before the signal is passed on, and hand it back as the last
 /// block on it is freed (`munmap`).
-const KEPT: usize = 16;
+pub(crate) const KEPT: usize = 16;
 
 pub struct Back<'a> {
     config: &'a Config,

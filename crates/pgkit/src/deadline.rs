@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 pub struct Timer {
     fd: OwnedFd,
     armed: Option<Instant>,
-    /// An `Instant` and the clock's time read right after it.
-    anchor: (Instant, Duration),
+    /// An `Instant` and the clock's time read right after it (none if the
+    /// clock could not be read: then the time left is armed instead).
+    anchor: Option<(Instant, Duration)>,
 }
 
 impl Timer {
@@ -40,12 +41,10 @@ impl Timer {
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )?;
         let instant = Instant::now();
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-        let clock = Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.max(0) as u32);
         Ok(Timer {
             fd,
             armed: None,
-            anchor: (instant, clock),
+            anchor: monotonic_now().map(|clock| (instant, clock)),
         })
     }
 
@@ -58,9 +57,15 @@ impl Timer {
         if deadline == self.armed {
             return Ok(());
         }
-        let value = match deadline {
-            Some(d) => self.clock_time(d),
-            None => Duration::ZERO,
+        // A zero it_value would disarm: a passed deadline gets 1 ns.
+        let (value, flags) = match (deadline, self.anchor) {
+            (Some(d), Some(anchor)) => (clock_time(anchor, d), TimerfdTimerFlags::ABSTIME),
+            (Some(d), None) => (
+                d.saturating_duration_since(Instant::now())
+                    .max(Duration::from_nanos(1)),
+                TimerfdTimerFlags::empty(),
+            ),
+            (None, _) => (Duration::ZERO, TimerfdTimerFlags::empty()),
         };
         let spec = Itimerspec {
             it_interval: Timespec {
@@ -72,32 +77,44 @@ impl Timer {
                 tv_nsec: value.subsec_nanos().into(),
             },
         };
-        let flags = match deadline {
-            Some(_) => TimerfdTimerFlags::ABSTIME,
-            None => TimerfdTimerFlags::empty(),
-        };
         timerfd_settime(&self.fd, flags, &spec)?;
         self.armed = deadline;
         Ok(())
     }
+}
 
-    /// `deadline` on CLOCK_MONOTONIC, never zero (a zero `it_value`
-    /// disarms; any time already passed fires at once).
-    fn clock_time(&self, deadline: Instant) -> Duration {
-        let (instant, clock) = self.anchor;
-        let t = if deadline >= instant {
-            clock.saturating_add(deadline - instant)
-        } else {
-            clock.saturating_sub(instant - deadline)
-        };
-        t.max(Duration::from_nanos(1))
-    }
+/// `deadline` on CLOCK_MONOTONIC, through `anchor` (an `Instant` and that
+/// clock's time), never zero (any time already passed fires at once).
+fn clock_time((instant, clock): (Instant, Duration), deadline: Instant) -> Duration {
+    let t = if deadline >= instant {
+        clock.saturating_add(deadline - instant)
+    } else {
+        clock.saturating_sub(instant - deadline)
+    };
+    t.max(Duration::from_nanos(1))
 }
 
 impl AsFd for Timer {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+}
+
+/// `CLOCK_MONOTONIC` now, read as `Instant` reads it: through the C
+/// library (its vDSO call), not rustix's `clock_gettime`. rustix finds the
+/// vDSO from the auxiliary vector, which it reads with a system call
+/// (`prctl(PR_GET_AUXV)`, or `/proc/self/auxv`) on its first use, and under
+/// valgrind (the benchmark's instruction counts) that vector names a vDSO
+/// the process cannot read: it dies of SIGSEGV in the lookup.
+fn monotonic_now() -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec, written only by the call.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (r == 0 && ts.tv_sec >= 0 && (0..1_000_000_000).contains(&ts.tv_nsec))
+        .then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
 /// `CLOCK_MONOTONIC` now, in ms: one clock for every process of the
@@ -132,6 +149,27 @@ mod tests {
         // Re-arming (here: disarming) clears the expiry.
         t.arm(None).unwrap();
         assert!(!readable(&t, 50));
+    }
+
+    #[test]
+    fn the_deadline_is_armed_as_the_clocks_own_time() {
+        let mut t = Timer::new().unwrap();
+        assert!(t.anchor.is_some(), "CLOCK_MONOTONIC is read");
+        let hour = Duration::from_secs(3600);
+        let deadline = Instant::now() + hour;
+        t.arm(Some(deadline)).unwrap();
+        let left = rustix::time::timerfd_gettime(&t.fd).unwrap().it_value;
+        let left = Duration::new(left.tv_sec as u64, left.tv_nsec as u32);
+        assert!(
+            left <= hour && left > hour - Duration::from_secs(5),
+            "{left:?} left"
+        );
+        // Too far to represent: the longest wait, never an error.
+        let far = Instant::now().checked_add(Duration::from_secs(u64::MAX / 4));
+        if let Some(far) = far {
+            t.arm(Some(far)).unwrap();
+            assert!(!readable(&t, 20));
+        }
     }
 
     #[test]

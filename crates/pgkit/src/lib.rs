@@ -58,7 +58,12 @@
 //!   (`spawn`), and `fork`;
 //! - `getpgrp` (`tty::own_group`): rustix's assumes a group id above 0,
 //!   which a process whose group leader is in an ancestor PID namespace
-//!   does not have.
+//!   does not have;
+//! - the monotonic clock of the deadline timer's anchor (`deadline`), read
+//!   through the C library as `Instant` reads it: rustix looks the vDSO up
+//!   through the auxiliary vector, which it reads with a system call on
+//!   first use, and which under valgrind names a vDSO the process cannot
+//!   read.
 //!
 //! No `signal-hook`: the tools read every signal from a `signalfd`
 //! (`sigfd`), which keeps one record per queued realtime signal (a handler

@@ -116,6 +116,54 @@ pub fn wait_pri(
 /// before the wait nor freed after it.
 const ON_STACK: usize = 8;
 
+/// The list of descriptors a loop hands to one wait, built on the stack:
+/// building it allocates nothing (past [`ON_STACK`] entries, which the
+/// tools' loops never reach, it spills into a vector).
+pub struct Fds<'a> {
+    on_stack: [BorrowedFd<'a>; ON_STACK],
+    len: usize,
+    spilled: Vec<BorrowedFd<'a>>,
+}
+
+impl<'a> Fds<'a> {
+    /// An empty list; `filler` stands in the places not used (never
+    /// polled: the list is only as long as what was pushed).
+    pub fn new(filler: BorrowedFd<'a>) -> Fds<'a> {
+        Fds {
+            on_stack: [filler; ON_STACK],
+            len: 0,
+            spilled: Vec::new(),
+        }
+    }
+
+    /// Add `fd`; its index in the list.
+    pub fn push(&mut self, fd: BorrowedFd<'a>) -> usize {
+        let at = self.len;
+        if self.spilled.is_empty() && at < ON_STACK {
+            self.on_stack[at] = fd;
+        } else {
+            if self.spilled.is_empty() {
+                self.spilled.extend_from_slice(&self.on_stack[..at]);
+            }
+            self.spilled.push(fd);
+        }
+        self.len += 1;
+        at
+    }
+}
+
+impl<'a> std::ops::Deref for Fds<'a> {
+    type Target = [BorrowedFd<'a>];
+
+    fn deref(&self) -> &[BorrowedFd<'a>] {
+        if self.spilled.is_empty() {
+            &self.on_stack[..self.len]
+        } else {
+            &self.spilled
+        }
+    }
+}
+
 fn wait_any(
     readable: &[BorrowedFd<'_>],
     writable: &[BorrowedFd<'_>],

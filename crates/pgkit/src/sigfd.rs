@@ -111,11 +111,20 @@ impl SignalFd {
     /// next one. The kernel sends that SIGPIPE as `SI_USER` from the writer
     /// itself, so it is told apart by its sender: this very process.
     pub fn drain(&self) -> Vec<Received> {
+        let mut out = Vec::new();
+        self.drain_into(&mut out);
+        out
+    }
+
+    /// [`SignalFd::drain`], appended to `out`: with a vector kept from wake
+    /// to wake (room for 16 records), reading what woke the tool allocates
+    /// nothing. An allocation on the way of a signal touches the
+    /// allocator's code and pages, cold after a long sleep.
+    pub fn drain_into(&self, out: &mut Vec<Received>) {
         const RECORDS: usize = 16;
         let field = |record: &[u8], at: usize| {
             u32::from_ne_bytes(record[at..at + 4].try_into().expect("4 bytes"))
         };
-        let mut out = Vec::new();
         // Not zeroed (2 KiB per wake-up): only the bytes the kernel wrote
         // are read, and rustix hands back exactly those.
         let mut buf = [MaybeUninit::<u8>::uninit(); RECORDS * SIGINFO_SIZE];
@@ -123,7 +132,7 @@ impl SignalFd {
             let got = match rustix::io::read(&self.fd, &mut buf[..]) {
                 Ok((got, _)) => got,
                 Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => return out,
+                Err(_) => return,
             };
             // A signalfd returns whole records only.
             let records = got.len() / SIGINFO_SIZE;
@@ -147,7 +156,7 @@ impl SignalFd {
                 }
             }
             if records < RECORDS {
-                return out;
+                return;
             }
         }
     }
