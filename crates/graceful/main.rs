@@ -50,6 +50,13 @@ fn run() -> ! {
     startup::block(caught);
     let signals =
         SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+    // Read once before COMMAND starts: a refused read (a seccomp profile)
+    // ends graceful here, with nothing started. What came already is acted
+    // on once COMMAND exists, first thing.
+    let mut received = Vec::with_capacity(16);
+    signals
+        .drain_into(&mut received)
+        .unwrap_or_else(|e| Error::sys("read its signalfd", e).exit());
     // Members whose parent dies are re-parented to graceful: their exits
     // reach it as SIGCHLD, and it can reap them.
     reap::become_subreaper().unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
@@ -93,7 +100,8 @@ fn run() -> ! {
 
     let jobs = JobControl::new(handed_over, mode);
     let below = below::Below::new(spare);
-    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs, relay, below);
+    let mut supervisor =
+        Supervisor::new(&config, child, machine, signals, jobs, relay, below).with_early(received);
     let status = supervisor.run();
     let timed_out = supervisor.finish();
     if timed_out && !config.preserve_status {

@@ -23,6 +23,9 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 pub struct Supervisor<'a> {
+    /// The signals read last (kept from wake to wake; the first are those
+    /// read before COMMAND started).
+    received: Vec<Received>,
     config: &'a Config,
     child: Child,
     machine: Machine,
@@ -63,6 +66,7 @@ impl<'a> Supervisor<'a> {
         below: Below,
     ) -> Supervisor<'a> {
         Supervisor {
+            received: Vec::with_capacity(16),
             config,
             child,
             machine,
@@ -80,16 +84,26 @@ impl<'a> Supervisor<'a> {
         }
     }
 
+    /// Signals read before COMMAND started, acted on first.
+    pub fn with_early(mut self, early: Vec<Received>) -> Supervisor<'a> {
+        self.received.extend(early);
+        self
+    }
+
     /// Run the ladder until the group is gone; COMMAND's status.
     pub fn run(&mut self) -> Status {
         loop {
             // Drain first, then look at COMMAND: a stop that came before a
             // stop request is known by the time the request is acted on.
-            let received = self.signals.drain();
+            // (A read that fails now waits a while, see drain_into: no
+            // spin.)
+            let mut received = std::mem::take(&mut self.received);
+            let _ = self.signals.drain_into(&mut received);
             self.watch_command();
-            for got in received {
+            for got in received.drain(..) {
                 self.on_signal(got);
             }
+            self.received = received;
             if let Some(relay) = self.relay.as_mut() {
                 relay.relay();
             }

@@ -41,6 +41,13 @@ fn run() -> ! {
     startup::block(caught);
     let signals =
         SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+    // Read once before COMMAND starts: a refused read (a seccomp profile)
+    // ends pgwrap here, with nothing started. What came already is passed
+    // on once COMMAND exists, first thing.
+    let mut received = Vec::with_capacity(16);
+    signals
+        .drain_into(&mut received)
+        .unwrap_or_else(|e| Error::sys("read its signalfd", e).exit());
     let handed_over = !config.setsid && config.foreground.hand_over();
     let isolation = if config.setsid {
         Isolation::Session
@@ -87,8 +94,10 @@ fn run() -> ! {
     let pid1 = reap::is_pid1();
 
     let status = loop {
-        for received in signals.drain() {
-            pass_on(&config, &child, &mut jobs, received, stopped);
+        // A read that fails now waits a while (see drain_into): no spin.
+        let _ = signals.drain_into(&mut received);
+        for r in received.drain(..) {
+            pass_on(&config, &child, &mut jobs, r, stopped);
         }
         if let Some(relay) = relay.as_mut() {
             relay.relay();

@@ -127,10 +127,18 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
     // with nothing started.
     reap::become_subreaper().map_err(|e| Error::sys("become a child subreaper", e))?;
     let front_signals = SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e))?;
+    // Read once before the fork: a refused read ends reap here, with
+    // nothing started (the back would meet the same refusal). What came
+    // already is the front's to hand over, first thing.
+    let mut early = Vec::with_capacity(KEPT);
+    front_signals
+        .drain_into(&mut early)
+        .map_err(|e| Error::sys("read its signalfd", e))?;
     match fork::fork().map_err(|e| Error::sys("fork the subreaper process", e))? {
         Some(back) => {
             drop(sig_read);
             Ok(Split::Front(Front {
+                early,
                 signals: Some(front_signals),
                 back,
                 to_back: Some(File::from(sig_write)),
@@ -238,6 +246,8 @@ pub struct LostBack {
 
 /// The front: hand signals to the back, follow job control, end as it ends.
 pub struct Front {
+    /// Signals read before the fork, handed over first.
+    early: Vec<Received>,
     back: Child,
     /// Opened before the fork (see [`split`]); taken by [`Front::run`].
     signals: Option<SignalFd>,
@@ -296,12 +306,14 @@ impl Front {
         };
         let mut received = vec![none; KEPT];
         received.clear();
+        received.append(&mut self.early);
         self.backlog.resize(KEPT * RECORD, 0);
         self.backlog.clear();
         loop {
             // While the pipe is full, the signals wait in the kernel.
             if self.backlog.is_empty() {
-                signals.drain_into(&mut received);
+                // A read that fails now waits a while (see drain_into).
+                let _ = signals.drain_into(&mut received);
                 for r in received.drain(..) {
                     if r.signal != Signal::CHLD {
                         self.hand_over(r);

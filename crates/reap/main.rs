@@ -117,10 +117,20 @@ fn run() -> ! {
             }
         }
     };
+    // As PID 1, read once before COMMAND starts: a refused read ends reap
+    // here, with nothing started (split reap's front did so before its
+    // fork). What came already goes to the back's machine first.
+    let mut early = Vec::new();
     let signals = signals.unwrap_or_else(|| {
-        SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit())
+        let signals =
+            SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
+        signals
+            .drain_into(&mut early)
+            .unwrap_or_else(|e| Error::sys("read its signalfd", e).exit());
+        signals
     });
     let inbox = Inbox::new(signals, link)
+        .with_early(early)
         .with_relay(relay)
         .with_leftover(leftover);
     let terminal = Terminal::new(handed_over, config.foreground, to_front.clone());

@@ -76,6 +76,12 @@ impl Inbox {
         }
     }
 
+    /// Signals read before COMMAND started, taken first.
+    pub fn with_early(mut self, early: Vec<Received>) -> Inbox {
+        self.handed.extend(early);
+        self
+    }
+
     /// The socket the front relays, to remove if the front is lost.
     pub fn with_leftover(mut self, leftover: Option<Leftover>) -> Inbox {
         self.leftover = leftover;
@@ -95,7 +101,8 @@ impl Inbox {
     /// back one read, not a read of its own empty signalfd first.
     fn take_into(&mut self, events: &mut Vec<Event>) {
         if std::mem::take(&mut self.signals_ready) {
-            self.signals.drain_into(&mut self.handed);
+            // A read that fails waits a while (see drain_into): no spin.
+            let _ = self.signals.drain_into(&mut self.handed);
             events.extend((self.handed.drain(..)).map(|r| Event::Signal(r.signal, r.from)));
         }
         if let Some(relay) = self.relay.as_mut() {

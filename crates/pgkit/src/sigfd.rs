@@ -31,6 +31,8 @@ pub struct SignalFd {
     set: SigSet,
     /// SIGCHLD is left out of the descriptor's set until then.
     held: Option<Instant>,
+    /// Failed reads in a row (see [`SignalFd::drain_into`]).
+    failures: std::cell::Cell<u32>,
 }
 
 impl SignalFd {
@@ -41,6 +43,7 @@ impl SignalFd {
             fd: crate::sigraw::signalfd(set)?,
             set,
             held: None,
+            failures: std::cell::Cell::new(0),
         })
     }
 
@@ -112,7 +115,7 @@ impl SignalFd {
     /// itself, so it is told apart by its sender: this very process.
     pub fn drain(&self) -> Vec<Received> {
         let mut out = Vec::new();
-        self.drain_into(&mut out);
+        let _ = self.drain_into(&mut out);
         out
     }
 
@@ -120,7 +123,14 @@ impl SignalFd {
     /// to wake (room for 16 records), reading what woke the tool allocates
     /// nothing. An allocation on the way of a signal touches the
     /// allocator's code and pages, cold after a long sleep.
-    pub fn drain_into(&self, out: &mut Vec<Received>) {
+    ///
+    /// A read refused (a seccomp profile; anything but EAGAIN) is returned:
+    /// a tool reads once before it starts COMMAND, and ends there with 125
+    /// and one line naming the call. Should one fail later, the descriptor
+    /// stays readable and every wait would return at once to the same
+    /// failure: so sleep instead, as a failed wait does (5 ms, doubling to
+    /// a second), and the loop never spins.
+    pub fn drain_into(&self, out: &mut Vec<Received>) -> io::Result<()> {
         const RECORDS: usize = 16;
         let field = |record: &[u8], at: usize| {
             u32::from_ne_bytes(record[at..at + 4].try_into().expect("4 bytes"))
@@ -132,8 +142,22 @@ impl SignalFd {
             let got = match rustix::io::read(&self.fd, &mut buf[..]) {
                 Ok((got, _)) => got,
                 Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => return,
+                Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                Err(e) => {
+                    let n = self.failures.get();
+                    self.failures.set(n.saturating_add(1));
+                    if n > 0 {
+                        std::thread::sleep(
+                            Duration::from_millis(5u64 << (n - 1).min(8))
+                                .min(Duration::from_secs(1)),
+                        );
+                    }
+                    return Err(e.into());
+                }
             };
+            if self.failures.get() != 0 {
+                self.failures.set(0);
+            }
             // A signalfd returns whole records only.
             let records = got.len() / SIGINFO_SIZE;
             out.reserve(records);
@@ -156,7 +180,7 @@ impl SignalFd {
                 }
             }
             if records < RECORDS {
-                return;
+                return Ok(());
             }
         }
     }

@@ -207,6 +207,65 @@ fn reap_says_a_refused_subreaper_or_signalfd_on_one_line() {
     }
 }
 
+/// Each tool with `read` refused. A static tool (the build images carry)
+/// has no loader to meet the refusal first: its first read is its own,
+/// of its signalfd, made before COMMAND starts, so it exits 125 with one
+/// line naming it, and nothing is started. Before, pgwrap and graceful
+/// spun (the signalfd readable, each read refused: 6 s of CPU in 9 s),
+/// and reap's back took the refused read of the front's pipe for the
+/// front's death and ended by KILL (137). A dynamic tool's loader reads
+/// first: 127, before the tool runs.
+#[test]
+fn a_refused_read_is_said_before_anything_starts() {
+    let test = "refusals::a_refused_read_is_said_before_anything_starts";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    // COMMAND: a static busybox (a dynamic one would meet the refusal in
+    // its own loader and end at once), marking that it started.
+    let busybox = "/bin/busybox";
+    if !std::path::Path::new(busybox).exists() {
+        return skip::skip(test, "no /bin/busybox (apt-get install busybox-static)");
+    }
+    let dir = temp_dir("refused-read");
+    let mark = dir.join("started");
+    let script = format!("touch {}; exec sleep 2", mark.display());
+    for tool in ["pgwrap", "graceful", "reap"] {
+        for err in ERRORS {
+            let case = format!("{tool}, read refused with {err}");
+            let out = refused(tool, "read", err, &[busybox, "sh", "-c", &script]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!mark.exists(), "{case}: COMMAND was started");
+            if out.status.code() == Some(127) && !crate::kit::static_pass() {
+                continue; // the dynamic loader's read
+            }
+            assert_eq!(
+                out.status.code(),
+                Some(125),
+                "{case}: {:?}, {stderr:?}",
+                out.status
+            );
+            assert_eq!(
+                stderr.lines().collect::<Vec<_>>(),
+                [format!(
+                    "{tool}: unable to read its signalfd: {}",
+                    describe(err)
+                )],
+                "{case}"
+            );
+        }
+    }
+}
+
+/// strerror's text for the errors of [`ERRORS`].
+fn describe(err: &str) -> &'static str {
+    match err {
+        "ENOSYS" => "Function not implemented",
+        "EPERM" => "Operation not permitted",
+        _ => "Invalid argument",
+    }
+}
+
 /// reap with `ppoll` or `setsid` refused: the fallback works (COMMAND's
 /// status is reap's) and is said once, on one line, without "(os error
 /// N)". Before, a refused ppoll was said twice (by the front and by the
