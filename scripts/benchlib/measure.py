@@ -378,7 +378,7 @@ def run(bins, quick, command):
         mem = memory_and_idle(applying("memory", dict(t, **ev)), 1 if q else 3,
                               data["settings"]["idle_s"], 5 if q else 15)
         log("signal latency")
-        on = applying("latency", dict(t, **ev))
+        on = applying("latency", dict(t, **ev, **bins.relays()))
         lat = latency(on, 20 if q else 200)
         lat1 = latency_one_cpu(on, 20 if q else 100)
         log("reaping and tree kill")

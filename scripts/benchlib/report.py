@@ -305,10 +305,12 @@ def latency(d):
          "",
          "CLOCK_MONOTONIC before `kill(2)` in the benchmark, and in COMMAND's",
          "handler (`scripts/bench-c/sigwatch.c`). `direct`: TERM sent to COMMAND",
-         "itself. While COMMAND runs, reap's front process sends the signal to",
-         "COMMAND's group itself (one hop, as pgwrap), then hands it to the",
-         "subreaper process, which acts on it (the grace) without sending it again;",
-         "before Linux 6.9 the subreaper process sends it (two hops).",
+         "itself. `relay` and `relay --fork` (`scripts/bench-c/relay.c`, static",
+         "musl) are the floors of the two ways a signal takes: one process reads it",
+         "from a signalfd and signals COMMAND's group (pgwrap's way), or the process",
+         "the caller started reads it and writes it down a pipe to COMMAND's parent,",
+         "which signals the group (reap's way: its front hands every signal to its",
+         "back, the one process that signals COMMAND's group).",
          "",
          f"On the machine's {d['machine']['nproc']} CPUs, and with the whole measured tree on one CPU",
          f"(CPU 0, as `taskset -c 0`; {lat1['direct']['n']} runs each): the code path, without",
@@ -322,7 +324,7 @@ def latency(d):
                 fmt_ratio(s["median"] / base), f"{one['median']:.0f}" if one else "n/a",
                 f"{one['p90']:.0f}" if one else "n/a"]
 
-    return L + table(d, "latency", lat, cells, 6, first=["direct"])
+    return L + table(d, "latency", lat, cells, 6, first=["direct", "relay", "relay --fork"])
 
 
 def reaping(d):

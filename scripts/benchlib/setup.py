@@ -99,14 +99,16 @@ def debian_mirror():
 
 def build_helpers():
     """scripts/bench-c into target/bench: floor (static glibc), floor-musl,
-    floor-raw, floor-rs, sigwatch. The floors are stripped, as the tools are."""
+    floor-raw, floor-rs, relay (musl: the signal latency's floors), sigwatch.
+    The floors are stripped, as the tools are."""
     os.makedirs(OUT, exist_ok=True)
     src = os.path.join(SCRIPTS, "bench-c")
     floors = [(["gcc", "-O2", "-static"], "floor", "floor.c")]
     if shutil.which("musl-gcc"):
         floors.append((["musl-gcc", "-static", "-O2"], "floor-musl", "floor.c"))
+        floors.append((["musl-gcc", "-static", "-O2"], "relay", "relay.c"))
     else:
-        log("no musl-gcc (musl-tools): floor-musl not built")
+        log("no musl-gcc (musl-tools): floor-musl and relay not built")
     if platform.machine() == "x86_64":
         floors.append((["gcc", "-nostdlib", "-static", "-O2", "-fno-stack-protector"],
                        "floor-raw", "floor-raw.c"))

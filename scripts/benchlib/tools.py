@@ -113,6 +113,16 @@ class Bins:
         t.update({name: [path, "--"] for name, (_, path) in self.ours().items()})
         return {k: v for k, v in t.items() if os.path.exists(v[0])}
 
+    def relays(self):
+        """The floors of a signal relay (scripts/bench-c/relay.c), measured
+        for the signal latency only: `relay` (one process, pgwrap's way) and
+        `relay --fork` (a front that hands the signal to COMMAND's parent
+        over a pipe, reap's way), those that exist."""
+        relay = os.path.join(OUT, "relay")
+        if not os.path.exists(relay):
+            return {}
+        return {"relay": [relay], "relay --fork": [relay, "--fork"]}
+
     def tree_tools(self):
         """The subjects for the tree kill, each with its option to stop a whole
         tree where it has one (tini -g, catatonit -g: the child's group)."""

@@ -256,9 +256,33 @@ def note_latency(d):
         "strace). The signalfd is what lets "
         "one blocking call also wait for pidfds and the timer (tini wakes every "
         "second instead). On one CPU the process signalled runs only once the tool "
-        "sleeps (perf sched), so the work after the kill counts too: reap's back arms "
-        "the grace (timerfd_settime); graceful looks at its children before it arms "
-        "the grace (/proc/uptime, waitid, its children list: some ten system calls).")
+        "sleeps (perf sched), so the work after the kill counts too: reap's back reads "
+        "the clock once (the grace counts from the kill) and arms the grace with its "
+        "deadline (timerfd_settime); graceful looks at its children before it arms "
+        "the grace (/proc/uptime, waitid, its children list: some ten system calls)."
+        + relay_floors(lat, lat1))
+
+
+def relay_floors(lat, lat1):
+    """The hop against its floor: relay --fork / relay (the C relays of
+    scripts/bench-c/relay.c), beside reap / pgwrap, on every CPU and on one."""
+    keys = ("relay", "relay --fork", "pgwrap", "reap")
+    parts = []
+    for where, f in (("on every CPU", lat), ("on one CPU", lat1)):
+        if not all(k in f for k in keys):
+            return ""
+        m = {k: f[k]["median"] for k in keys}
+        parts.append(
+            f"{where} relay {m['relay']:.0f} us, relay --fork {m['relay --fork']:.0f} us "
+            f"({m['relay --fork'] / m['relay']:.2f}x; the hop "
+            f"{m['relay --fork'] - m['relay']:+.0f} us), against pgwrap {m['pgwrap']:.0f} us "
+            f"and reap {m['reap']:.0f} us ({m['reap'] / m['pgwrap']:.2f}x; "
+            f"{m['reap'] - m['pgwrap']:+.0f} us)")
+    return (
+        " The floors of the two ways (C, static musl, nothing but the relay): "
+        + "; ".join(parts) + ". On every CPU the hop is the wake-up of a second, idle, "
+        "CPU (the back is woken on whichever CPU is idle), which the floor pays as "
+        "reap does.")
 
 
 def note_reaping(d):
