@@ -84,6 +84,8 @@ enum Slot {
     CleanupAtHigh,
     /// REAP_CAUSE as the cleanup got it ([`encode_cause`]).
     Cause,
+    /// The cleanup is about to be spawned (set before, its pid after).
+    Starting,
     /// The back is about to exit or exec the cleanup.
     Finished,
     /// The status the back exits with ([`encode_status`]), written right
@@ -96,6 +98,9 @@ impl Slot {
         self as usize
     }
 }
+
+// Every slot on the board: a slot past its end would be dropped unsaid.
+const _: () = assert!((Slot::Exit as usize) < pgkit::board::SLOTS);
 
 /// Which side of the split this process is.
 pub enum Split {
@@ -210,6 +215,10 @@ pub struct BackNews {
     pub status: Option<Status>,
     /// The cleanup's pid, once started (not with `--exec-cleanup`).
     pub cleanup: Option<i32>,
+    /// The back was about to spawn the cleanup (COMMAND's tree was gone
+    /// by then): with no pid noted, a child of the front now is that
+    /// cleanup, spawned in the instant before the note.
+    pub cleanup_starting: bool,
     /// When the cleanup started, on CLOCK_MONOTONIC in ms ([`pgkit::deadline::monotonic_ms`]).
     pub cleanup_at_ms: Option<u64>,
     /// The REAP_CAUSE the cleanup was started with.
@@ -225,6 +234,7 @@ impl BackNews {
             command: board.get(Slot::Command.at()),
             status: board.get(Slot::Status.at()).and_then(decode_status),
             cleanup: board.get(Slot::Cleanup.at()),
+            cleanup_starting: board.get(Slot::Starting.at()).is_some(),
             cleanup_at_ms: board
                 .get(Slot::CleanupAtLow.at())
                 .zip(board.get(Slot::CleanupAtHigh.at()))
@@ -652,17 +662,24 @@ impl ToFront {
         self.board.set(Slot::Status.at(), encode_status(status));
     }
 
-    /// The cleanup started now, with `cause` as its REAP_CAUSE: what a
+    /// The cleanup starts now, with `cause` as its REAP_CAUSE: what a
     /// front that takes over needs to let it finish (its timeout counts
-    /// from this start).
-    pub fn cleanup_started(&self, pid: i32, cause: Cause) {
+    /// from this start). Said before the spawn: a back killed right after
+    /// it, before [`ToFront::cleanup_started`], leaves the front a cleanup
+    /// it must not run again.
+    pub fn cleanup_starting(&self, cause: Cause) {
         let at = pgkit::deadline::monotonic_ms();
         self.board.set(Slot::CleanupAtLow.at(), at as u32 as i32);
         self.board
             .set(Slot::CleanupAtHigh.at(), (at >> 32) as u32 as i32);
         self.board.set(Slot::Cause.at(), encode_cause(cause));
-        // Last: a front that reads the pid reads the rest too (each set is
+        // Last: a front that reads the mark reads the rest too (each set is
         // a release, each get an acquire).
+        self.board.set(Slot::Starting.at(), 1);
+    }
+
+    /// The cleanup was spawned: its pid.
+    pub fn cleanup_started(&self, pid: i32) {
         self.board.set(Slot::Cleanup.at(), pid);
     }
 

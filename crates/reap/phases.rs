@@ -315,7 +315,7 @@ impl<'a> Back<'a> {
             back.pid,
             ended(back.status)
         );
-        if let Some(pid) = news.cleanup {
+        if let Some(pid) = news.cleanup.or_else(|| spawned_unnoted(&news)) {
             return self.let_cleanup_finish(back, pid);
         }
         let role = "COMMAND";
@@ -964,13 +964,16 @@ impl<'a> Back<'a> {
         // From now on an outer graceful's deadline spares everything below
         // this process: the cleanup, and what it leaves (pgkit::guard).
         pgkit::guard::mark(pgkit::guard::Role::Cleanup, false);
+        if let Some(front) = &self.to_front {
+            front.cleanup_starting(self.machine.cause());
+        }
         match self.cleanup_spawn(env).spawn(self.startup) {
             Ok(child) => {
+                if let Some(front) = &self.to_front {
+                    front.cleanup_started(child.pid());
+                }
                 verbose!("cleanup started: pid {}", child.pid());
                 events::cleanup_started(child.pid(), false);
-                if let Some(front) = &self.to_front {
-                    front.cleanup_started(child.pid(), self.machine.cause());
-                }
                 self.leader = Some(child);
                 self.feed(Event::CleanupStarted);
             }
@@ -1106,6 +1109,24 @@ fn signals_only_while_running(phase: Phase, events: &[Event], extra_ready: bool)
     matches!(phase, Phase::Run { .. })
         && !extra_ready
         && (events.iter()).all(|e| matches!(e, Event::Signal(sig, _) if *sig != Signal::CHLD))
+}
+
+/// The cleanup the back spawned in the instant before it noted its pid,
+/// and was lost: the back had marked the start before the spawn, once
+/// COMMAND's tree was gone, so a child of this process (the back reaped,
+/// its orphans re-parented here) is that cleanup, running or exited; the
+/// one in a group of its own, as the cleanup is started. None if the back
+/// had not reached the cleanup, or no such child is there (the spawn did
+/// not happen, or `/proc` cannot say, and the cleanup is run).
+fn spawned_unnoted(news: &crate::guardian::BackNews) -> Option<i32> {
+    if !news.cleanup_starting {
+        return None;
+    }
+    let pid = descend::children()?
+        .into_iter()
+        .find(|&pid| pgkit::procfs::stat(pid).is_some_and(|p| p.pgid == pid))?;
+    verbose!("the cleanup (pid {pid}) was started before the subreaper process was lost");
+    Some(pid)
 }
 
 /// How a process ended, as a verb phrase: "exited with 3", "was killed by KILL".

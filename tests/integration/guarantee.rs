@@ -600,3 +600,78 @@ fn a_back_killed_on_its_way_out_leaves_reaps_status_as_commands() {
     );
     guard.wait_all_gone("COMMAND, the back and strace are gone", TIMEOUT);
 }
+
+#[test]
+fn a_back_lost_right_after_spawning_the_cleanup_leaves_it_to_run_once() {
+    // The back spawns the cleanup and is SIGKILLed before it notes the
+    // cleanup's pid for the front (strace holds it on its way out of the
+    // cleanup's clone). The front takes over: the cleanup, re-parented to
+    // it, is the one it lets finish; it is not run a second time. The
+    // chaos run's seed 20264360 (a KILL of the back at 525 ms, the back
+    // paused at 188 ms) found the window: "the cleanup ran 2 times".
+    let test = "a_back_lost_right_after_spawning_the_cleanup_leaves_it_to_run_once";
+    if let Some(why) = needs_program("strace", "strace") {
+        skip(test, &why);
+        return;
+    }
+    let dir = temp_dir("reap-back-lost-at-cleanup-spawn");
+    let (trace, ran) = (dir.join("trace"), dir.join("ran"));
+    let cleanup = format!("echo \"$REAP_CAUSE\" >> '{}'; sleep 1", ran.display());
+    let mut run = reap(["--grace", "1s", "--cleanup", &cleanup, "--"])
+        .args([sigprobe(), "--exit-code".into(), "3".into()])
+        .stderr_piped()
+        .spawn();
+    let mut guard = Guard::new();
+    let ready = run.expect_ready(TIMEOUT);
+    guard.watch(ready.pid);
+    let back = back_of(run.pid());
+    guard.watch(back);
+    // The back's first clone from now on is the cleanup's spawn: strace
+    // holds the back for 5 s as it returns from it (the vfork child has
+    // exec'd the cleanup by then).
+    let mut strace = std::process::Command::new("strace")
+        .arg("-o")
+        .arg(&trace)
+        .args(["-e", "trace=clone,clone3", "-e"])
+        .arg("inject=clone,clone3:delay_exit=5000000")
+        .args(["-p", &back.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("strace starts");
+    let tracer = strace.id() as i32;
+    guard.watch(tracer);
+    procfs::wait_until("strace has attached to the back", TIMEOUT, || {
+        procfs::status_field(back, "TracerPid").and_then(|t| t.parse::<i32>().ok()) == Some(tracer)
+    });
+    // COMMAND exits 3 on TERM; the back sweeps nothing and spawns the
+    // cleanup, which says it runs.
+    // SAFETY: kill(2) of COMMAND, which is unreaped (the back waits for it).
+    unsafe { libc::kill(ready.pid, libc::SIGTERM) };
+    procfs::wait_until("the cleanup runs", TIMEOUT, || {
+        std::fs::read_to_string(&ran).is_ok_and(|t| !t.is_empty())
+    });
+    // SAFETY: kill(2) of the back, alive (held by strace in its clone).
+    unsafe { libc::kill(back, libc::SIGKILL) };
+    let status = run.wait_exit(TIMEOUT);
+    let _ = strace.wait();
+    let stderr = run.stderr_all();
+    let runs = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert_eq!(
+        runs, "exit\n",
+        "the cleanup ran once, with its REAP_CAUSE; reap said: {stderr}"
+    );
+    assert_eq!(
+        status.code(),
+        Some(125),
+        "the back was lost during the cleanup: {stderr}"
+    );
+    assert!(
+        stderr.contains("during the cleanup"),
+        "the line says the cleanup went on: {stderr}"
+    );
+    guard.wait_all_gone(
+        "COMMAND, the back, the cleanup and strace are gone",
+        TIMEOUT,
+    );
+}

@@ -18,7 +18,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many numbers a board holds.
-pub const SLOTS: usize = 8;
+pub const SLOTS: usize = 16;
 
 /// A slot's word: the value in the low 32 bits, this bit once it is set.
 const SET: u64 = 1 << 32;
