@@ -65,6 +65,15 @@ extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     if args.len() == 2 && args[0] == "--notify" {
         return notify_mode(&args[1]);
     }
+    if args.len() == 2 && args[0] == "--walk-race" {
+        return match args[1].parse() {
+            Ok(n) => walk_race_mode(n),
+            Err(_) => {
+                err_line("sigprobe: --walk-race wants a count");
+                2
+            }
+        };
+    }
     match parse_args(&args) {
         Ok(Mode::Status) => status_mode(),
         Ok(Mode::Probe(opts)) => probe_mode(&opts),
@@ -709,4 +718,62 @@ fn now_ns() -> u64 {
     (ts.tv_sec as u64)
         .saturating_mul(1_000_000_000)
         .saturating_add(ts.tv_nsec as u64)
+}
+
+/// `--walk-race N`: as a child subreaper, N times: fork B, which forks C (a
+/// pause) and exits at once; meanwhile walk the descendants (pgkit's
+/// `descend::descendants`, what graceful and reap walk) until B is gone,
+/// one walk after it. C is alive throughout, under B or re-parented to us:
+/// a walk without it missed it. Prints "walks W misses M".
+fn walk_race_mode(n: u64) -> c_int {
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let (mut walks, mut misses) = (0u64, 0u64);
+    for _ in 0..n {
+        let mut fds = [0; 2];
+        // SAFETY: a pipe into a valid two-int array.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return 1;
+        }
+        // SAFETY: the child only makes system calls before it exits.
+        let b = unsafe { libc::fork() };
+        if b == 0 {
+            // SAFETY: system calls only; C pauses until killed.
+            unsafe {
+                let c: i32 = libc::fork();
+                if c == 0 {
+                    libc::pause();
+                    libc::_exit(0);
+                }
+                libc::write(fds[1], (&c as *const i32).cast(), 4);
+                libc::_exit(0);
+            }
+        }
+        let mut c: i32 = 0;
+        // SAFETY: reading 4 bytes into an i32; both ends are ours.
+        unsafe {
+            libc::read(fds[0], (&mut c as *mut i32).cast(), 4);
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        loop {
+            // SAFETY: B is our child.
+            let gone = unsafe { libc::waitpid(b, std::ptr::null_mut(), libc::WNOHANG) } == b;
+            let tree = pgkit::descend::descendants().unwrap_or_default();
+            walks += 1;
+            if c > 0 && !tree.iter().any(|p| p.pid == c) {
+                misses += 1;
+            }
+            if gone {
+                break;
+            }
+        }
+        // SAFETY: C is ours (re-parented to us), killed and reaped by pid.
+        unsafe {
+            libc::kill(c, libc::SIGKILL);
+            libc::waitpid(c, std::ptr::null_mut(), 0);
+        }
+    }
+    println!("walks {walks} misses {misses}");
+    0
 }

@@ -49,10 +49,34 @@ pub fn descendants() -> Option<Vec<Proc>> {
 }
 
 /// Down the `children` files, level by level; `None` without them.
+///
+/// A process that dies during the walk hands its children to us before it
+/// becomes a zombie: if the walk saw it a zombie (or not at all), they are
+/// in neither its children file nor our list read first. So a walk is
+/// trusted only once our children list reads no newcomer after it, as
+/// `group::live_member`'s (chaos seed 20269727: graceful's look at what
+/// holds the stop up missed a member re-parented to it during the walk,
+/// and graceful left it running). A few walks at most: one that keeps
+/// meeting newcomers (an orphan storm) gives the last walk.
 fn walk() -> Option<Vec<Proc>> {
     let me = own_pid();
+    let mut first = children_of(me)?;
+    let mut rounds = 0;
+    loop {
+        let out = walk_from(me, first.clone());
+        rounds += 1;
+        let after = children_of(me)?;
+        if rounds == 8 || after.iter().all(|pid| first.contains(pid)) {
+            return Some(out);
+        }
+        first = after;
+    }
+}
+
+/// One walk down from `children` (ours, as read).
+fn walk_from(me: i32, children: Vec<i32>) -> Vec<Proc> {
     let mut out = Vec::new();
-    let mut next = vec![(me, children_of(me)?)];
+    let mut next = vec![(me, children)];
     while !next.is_empty() {
         let mut deeper = Vec::new();
         for (parent, kids) in next {
@@ -72,7 +96,7 @@ fn walk() -> Option<Vec<Proc>> {
         }
         next = deeper;
     }
-    Some(out)
+    out
 }
 
 /// Every process of the system read once, the tree built from the parents.
