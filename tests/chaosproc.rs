@@ -34,6 +34,8 @@
 //!   freed pids into decoys (ns_last_pid), watches for zombies and spinning,
 //!   ends everything of the scenario by PID, and writes what it saw to the
 //!   plan's result file. It judges nothing: the harness does.
+//! * `chaosproc identity-race N`: the supervisor's look at a process in an
+//!   execve, raced: see [`identity_race`].
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -51,7 +53,10 @@ fn main() {
         }
         Some("cleanup") if args.len() == 5 => cleanup(&args[2], &args[3], &args[4]),
         Some("sup") if args.len() == 3 => sup(&args[2]),
-        _ => die("usage: chaosproc node LOG SPEC | cleanup LOG CODE MS | sup PLAN"),
+        Some("identity-race") if args.len() == 3 => identity_race(&args[2]),
+        _ => {
+            die("usage: chaosproc node LOG SPEC | cleanup LOG CODE MS | sup PLAN | identity-race N")
+        }
     }
 }
 
@@ -417,6 +422,56 @@ fn node(log: &str, nodes: &[Node], idx: usize) -> ! {
     }
 }
 
+/// N times, a child goes from `sh -c "exec chaosproc cleanup ..."` to the
+/// cleanup and exits, as reap's back does with `--exec-cleanup`, held as a
+/// process of the chain; this process samples it as the supervisor does
+/// (that one process), as fast as it can, and asks after each sample whether the machinery
+/// still runs ([`Sup::machinery_running`]). Prints `identity-race execs=N
+/// looks=L lost=K`: K the answers "no" given while the child had not yet
+/// exited (its pidfd, read after the answer, not readable), each one a
+/// moment the supervisor would have taken the machinery for ended.
+fn identity_race(n: &str) -> ! {
+    let n: usize = n
+        .parse()
+        .unwrap_or_else(|_| die("identity-race: N is a count"));
+    let me = std::env::current_exe().unwrap_or_else(|e| die(&format!("current_exe: {e}")));
+    let script = format!("exec '{}' cleanup /dev/null 0 0", me.display());
+    let plan = Plan {
+        marker: "identity-race".into(),
+        ..Plan::default()
+    };
+    let mut sup = Sup::new(plan, std::process::id() as i32);
+    let (mut looks, mut lost) = (0u64, 0u64);
+    for _ in 0..n {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("CHAOS_RUN", "identity-race")
+            .spawn()
+            .unwrap_or_else(|e| die(&format!("spawn sh: {e}")));
+        let pid = child.id() as i32;
+        let fd = pidfd_open(pid);
+        sup.chain = vec![(pid, pidfd_open(pid))];
+        while fd.is_some_and(|fd| !pidfd_exited(fd)) {
+            // What sample() does, for this one process.
+            if let Some(st) = stat(pid) {
+                sup.note(pid, &st);
+            }
+            let running = sup.machinery_running(false);
+            looks += 1;
+            if !running && fd.is_some_and(|fd| !pidfd_exited(fd)) {
+                lost += 1;
+            }
+        }
+        let _ = child.wait();
+        for fd in [fd, sup.chain[0].1].into_iter().flatten() {
+            // SAFETY: our own descriptors, closed once.
+            unsafe { libc::close(fd) };
+        }
+    }
+    println!("identity-race execs={n} looks={looks} lost={lost}");
+    std::process::exit(0)
+}
+
 // ---------------------------------------------------------------------------------------------
 // cleanup
 
@@ -475,17 +530,33 @@ fn comm(pid: i32) -> Vec<u8> {
 /// Basename of argv[0] (empty for zombies).
 fn argv0(pid: i32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    argv0_of(&raw)
+}
+
+fn argv0_of(raw: &[u8]) -> String {
     let first = raw.split(|&b| b == 0).next().unwrap_or_default();
     let first = String::from_utf8_lossy(first).into_owned();
     first.rsplit('/').next().unwrap_or_default().to_string()
 }
 
-/// Whether the process runs `chaosproc cleanup`, or the shell of a
+/// What a process runs, from one read of its command line: its argv[0]
+/// (the base name) and whether it is a cleanup ([`is_cleanup`]). None when
+/// the read gives nothing: a process in the middle of an execve (its new
+/// memory has no arguments yet; a few percent of the reads while a shell
+/// execs) or gone. Two reads, one for each, once took a process between
+/// `sh -c "exec chaosproc cleanup"` and the cleanup for neither a tool nor
+/// a cleanup (chaos seed 20266521: the supervisor took reap's back, in its
+/// `--exec-cleanup`, for ended, and the cleanup for a leftover).
+fn identity(pid: i32) -> Option<(String, bool)> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    (!raw.is_empty()).then(|| (argv0_of(&raw), is_cleanup(&raw)))
+}
+
+/// Whether the command line is `chaosproc cleanup ...`, or the shell of a
 /// `--cleanup` that is about to exec it (`sh -c "exec '.../chaosproc'
 /// cleanup ..."`: with `--exec-cleanup` that shell is reap's back, between
 /// its exec and the shell's).
-fn is_cleanup(pid: i32) -> bool {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+fn is_cleanup(raw: &[u8]) -> bool {
     let mut args = raw.split(|&b| b == 0);
     let first = args.next().unwrap_or_default();
     let second = args.next();
@@ -509,9 +580,18 @@ fn kill_pending(pid: i32) -> bool {
 }
 
 fn has_marker(pid: i32, needle: &[u8]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .map(|env| env.split(|&b| b == 0).any(|kv| kv == needle))
-        .unwrap_or(false)
+    marker(pid, needle) == Some(true)
+}
+
+/// Whether the process carries the scenario's marker; None when its
+/// environment reads empty, as in the middle of an execve (see
+/// [`identity`]): a process known as ours stays ours through it.
+fn marker(pid: i32, needle: &[u8]) -> Option<bool> {
+    match std::fs::read(format!("/proc/{pid}/environ")) {
+        Ok(env) if env.is_empty() => None,
+        Ok(env) => Some(env.split(|&b| b == 0).any(|kv| kv == needle)),
+        Err(_) => Some(false),
+    }
 }
 
 fn all_pids() -> Vec<i32> {
@@ -731,6 +811,22 @@ struct Known {
     cpu_ticks: u64,
 }
 
+impl Known {
+    /// A wrapper (unshare, sh) may have exec'd the tool since, reap's back
+    /// the cleanup: what it runs now, or what it ran while in an execve.
+    fn refresh(&mut self, pid: i32) {
+        if let Some((argv0, cleanup)) = identity(pid) {
+            self.argv0 = argv0;
+            self.cleanup = cleanup;
+        }
+    }
+
+    /// Part of a chain's machinery: a tool, or a cleanup.
+    fn machinery(&self) -> bool {
+        TOOLS.contains(&self.argv0.as_str()) || self.cleanup
+    }
+}
+
 struct Sup {
     plan: Plan,
     needle: Vec<u8>,
@@ -755,28 +851,12 @@ struct Sup {
 
 fn sup(plan_path: &str) -> ! {
     let plan = read_plan(plan_path);
-    let needle = format!("CHAOS_RUN={}", plan.marker).into_bytes();
     // SAFETY: plain syscalls.
     let me = unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         libc::getpid()
     };
-    let mut s = Sup {
-        plan,
-        needle,
-        me,
-        t0: Instant::now(),
-        out: Vec::new(),
-        known: HashMap::new(),
-        nodes: HashMap::new(),
-        cleanups: Vec::new(),
-        log_seen: 0,
-        zombies: HashMap::new(),
-        decoys: HashMap::new(),
-        decoy_done: Vec::new(),
-        chain: Vec::new(),
-        shared: None,
-    };
+    let mut s = Sup::new(plan, me);
     s.run();
     if let Some((sh, (_, bytes, _))) = s.plan.shared.as_ref().zip(s.shared.as_ref()) {
         let _ = std::fs::write(&sh.path, bytes);
@@ -787,6 +867,44 @@ fn sup(plan_path: &str) -> ! {
 }
 
 impl Sup {
+    fn new(plan: Plan, me: i32) -> Sup {
+        Sup {
+            needle: format!("CHAOS_RUN={}", plan.marker).into_bytes(),
+            plan,
+            me,
+            t0: Instant::now(),
+            out: Vec::new(),
+            known: HashMap::new(),
+            nodes: HashMap::new(),
+            cleanups: Vec::new(),
+            log_seen: 0,
+            zombies: HashMap::new(),
+            decoys: HashMap::new(),
+            decoy_done: Vec::new(),
+            chain: Vec::new(),
+            shared: None,
+        }
+    }
+
+    /// Whether the chain's machinery still runs once the tool has ended:
+    /// a process of the chain (reap's back, even as the cleanup it exec'd),
+    /// a cleanup that logged its start, or a process sampled as a tool or
+    /// a cleanup. The chain's processes are held by pidfd, not by what
+    /// `/proc` says they run: in the middle of an execve that reads empty
+    /// or half-written (chaos seed 20266521: reap's back between `sh -c
+    /// "exec chaosproc cleanup"` and the cleanup read as neither, the
+    /// supervisor took the machinery for ended and the cleanup for a
+    /// leftover).
+    fn machinery_running(&self, pid1: bool) -> bool {
+        let held = |fd: &Option<i32>| fd.is_some_and(|fd| !pidfd_exited(fd));
+        self.chain.iter().any(|c| held(&c.1))
+            || self.cleanups.iter().any(|c| held(&c.1))
+            || self.live_known().iter().any(|(pid, st)| {
+                st.state != 'Z'
+                    && (self.known[pid].machinery() || (pid1 && self.known[pid].argv0 == "unshare"))
+            })
+    }
+
     fn ms(&self) -> u64 {
         self.t0.elapsed().as_millis() as u64
     }
@@ -954,6 +1072,35 @@ impl Sup {
     }
 
     /// Refresh the set of marked processes, their CPU, and zombies of tools.
+    /// One process as sampled: a new one of the scenario is known from
+    /// now on, a known one's CPU and what it runs are brought up to date.
+    fn note(&mut self, pid: i32, st: &Stat) {
+        let fresh = match self.known.get(&pid) {
+            Some(k) => k.start != st.start,
+            None => true,
+        };
+        if fresh && st.state != 'Z' && has_marker(pid, &self.needle) {
+            let (argv0, cleanup) = identity(pid).unwrap_or_default();
+            self.known.insert(
+                pid,
+                Known {
+                    start: st.start,
+                    argv0,
+                    cleanup,
+                    cpu_ticks: 0,
+                },
+            );
+        }
+        if let Some(k) = self.known.get_mut(&pid) {
+            if k.start == st.start {
+                k.cpu_ticks = k.cpu_ticks.max(st.cpu_ticks);
+                if st.state != 'Z' {
+                    k.refresh(pid);
+                }
+            }
+        }
+    }
+
     fn sample(&mut self) {
         let pids = all_pids();
         let mut stats = HashMap::new();
@@ -963,34 +1110,7 @@ impl Sup {
             }
         }
         for (&pid, st) in &stats {
-            let fresh = match self.known.get(&pid) {
-                Some(k) => k.start != st.start,
-                None => true,
-            };
-            if fresh && st.state != 'Z' && has_marker(pid, &self.needle) {
-                self.known.insert(
-                    pid,
-                    Known {
-                        start: st.start,
-                        argv0: argv0(pid),
-                        cleanup: is_cleanup(pid),
-                        cpu_ticks: 0,
-                    },
-                );
-            }
-            if let Some(k) = self.known.get_mut(&pid) {
-                if k.start == st.start {
-                    k.cpu_ticks = k.cpu_ticks.max(st.cpu_ticks);
-                    if st.state != 'Z' {
-                        // A wrapper (unshare, sh) may have exec'd the tool since.
-                        let now = argv0(pid);
-                        if !now.is_empty() {
-                            k.argv0 = now;
-                            k.cleanup = is_cleanup(pid);
-                        }
-                    }
-                }
-            }
+            self.note(pid, st);
         }
         // Zombies whose parent is a tool process, other than the chain's
         // own next process (a tool may keep its COMMAND unreaped on purpose).
@@ -1042,8 +1162,8 @@ impl Sup {
                 let st = stat(pid)?;
                 // Same start tick is not enough (a decoy may take the pid
                 // within the tick): a live one must still carry the marker.
-                let same =
-                    st.start == k.start && (st.state == 'Z' || has_marker(pid, &self.needle));
+                let same = st.start == k.start
+                    && (st.state == 'Z' || marker(pid, &self.needle) != Some(false));
                 same.then_some((pid, st))
             })
             .collect()
@@ -1348,19 +1468,9 @@ impl Sup {
                 if tool_end.is_some() && settled.is_none() {
                     // The tool ended: wait for the rest of its machinery (reap's
                     // back, a cleanup) to end too.
-                    // By pidfd, not by pid: a decoy may have taken the pid
-                    // of a cleanup that has exited.
-                    let cleanup_alive = self
-                        .cleanups
-                        .iter()
-                        .any(|c| c.1.is_some_and(|fd| !pidfd_exited(fd)));
-                    let machinery = self.live_known().iter().any(|(pid, st)| {
-                        st.state != 'Z'
-                            && (TOOLS.contains(&self.known[pid].argv0.as_str())
-                                || self.known[pid].cleanup
-                                || (pid1 && self.known[pid].argv0 == "unshare"))
-                    });
-                    if !machinery && !cleanup_alive {
+                    // By pidfd where it can, not by pid: a decoy may have
+                    // taken the pid of a cleanup that has exited.
+                    if !self.machinery_running(pid1) {
                         settled = Some(now);
                     }
                 }

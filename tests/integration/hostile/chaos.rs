@@ -2540,6 +2540,41 @@ fn env_u64(key: &str) -> Option<u64> {
 /// pgwrap --to child -- tree`) and 141 (`graceful --timeout 280ms
 /// --preserve-status --on TERM,INT,USR1 -- tree`, a root that catches TERM)
 /// ended by TERM in the VM cells.
+/// The supervisor's look at a process in the middle of an execve: its
+/// command line and its environment read empty or half-written there. Seed
+/// 20266521 (`reap --exec-cleanup -- pgwrap -- tree`, reap's front killed
+/// at 94 ms): the supervisor read reap's back between `sh -c "exec
+/// chaosproc cleanup"` and the cleanup, took it for neither a tool nor a
+/// cleanup, so the machinery for ended, and reported the cleanup, which
+/// then ran, as a leftover. `chaosproc identity-race` races 300 such
+/// execs with the supervisor's own look; before (no chain process held
+/// by pidfd, two reads of the command line): 131, 271 and 263 of some
+/// 3500 looks answered "ended" while the process ran.
+#[test]
+fn chaos_supervisor_holds_the_machinery_through_an_exec() {
+    let out = std::process::Command::new(bin("chaosproc"))
+        .args(["identity-race", "300"])
+        .output()
+        .expect("chaosproc identity-race");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |k: &str| {
+        text.split_whitespace()
+            .find_map(|t| t.strip_prefix(k)?.strip_prefix('=')?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {k} in {text:?}"))
+    };
+    assert!(field("looks") >= 300, "too few looks to race: {text}");
+    assert_eq!(
+        field("lost"),
+        0,
+        "the machinery taken for ended while it ran: {text}"
+    );
+}
+
 #[test]
 fn chaos_model_timeout_before_the_chain_is_up() {
     let caps = Caps {
