@@ -540,6 +540,33 @@ fn a_front_lost_after_the_wait_that_saw_command_exit_is_still_the_cause() {
     guard.wait_all_gone("the back and strace exit", TIMEOUT);
 }
 
+/// strace attached to reap's back with `-e EXPR` for each of `exprs`, its
+/// log in `trace`, watched by `guard`; returns once it has attached.
+fn strace_the_back(
+    back: i32,
+    trace: &Path,
+    exprs: &[&str],
+    guard: &mut Guard,
+) -> std::process::Child {
+    let mut cmd = std::process::Command::new("strace");
+    cmd.arg("-o").arg(trace);
+    for e in exprs {
+        cmd.args(["-e", e]);
+    }
+    let strace = cmd
+        .args(["-p", &back.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("strace starts");
+    let tracer = strace.id() as i32;
+    guard.watch(tracer);
+    procfs::wait_until("strace has attached to the back", TIMEOUT, || {
+        procfs::status_field(back, "TracerPid").and_then(|t| t.parse::<i32>().ok()) == Some(tracer)
+    });
+    strace
+}
+
 #[test]
 fn a_back_killed_on_its_way_out_leaves_reaps_status_as_commands() {
     // The back has finished (COMMAND reaped, nothing left, its exit status
@@ -563,25 +590,12 @@ fn a_back_killed_on_its_way_out_leaves_reaps_status_as_commands() {
     guard.watch(ready.pid);
     let back = back_of(run.pid());
     guard.watch(back);
-    let mut strace = std::process::Command::new("strace")
-        .arg("-o")
-        .arg(&trace)
-        .args([
-            "-e",
-            "trace=exit_group",
-            "-e",
-            "inject=exit_group:signal=KILL",
-        ])
-        .args(["-p", &back.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("strace starts");
-    let tracer = strace.id() as i32;
-    guard.watch(tracer);
-    procfs::wait_until("strace has attached to the back", TIMEOUT, || {
-        procfs::status_field(back, "TracerPid").and_then(|t| t.parse::<i32>().ok()) == Some(tracer)
-    });
+    let mut strace = strace_the_back(
+        back,
+        &trace,
+        &["trace=exit_group", "inject=exit_group:signal=KILL"],
+        &mut guard,
+    );
     // COMMAND exits 3 on TERM; the back reaps it, finds nothing left, and
     // exits with 3, killed on the way.
     // SAFETY: kill(2) of COMMAND, which is unreaped (the back waits for it).
@@ -629,21 +643,15 @@ fn a_back_lost_right_after_spawning_the_cleanup_leaves_it_to_run_once() {
     // The back's first clone from now on is the cleanup's spawn: strace
     // holds the back for 5 s as it returns from it (the vfork child has
     // exec'd the cleanup by then).
-    let mut strace = std::process::Command::new("strace")
-        .arg("-o")
-        .arg(&trace)
-        .args(["-e", "trace=clone,clone3", "-e"])
-        .arg("inject=clone,clone3:delay_exit=5000000")
-        .args(["-p", &back.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("strace starts");
-    let tracer = strace.id() as i32;
-    guard.watch(tracer);
-    procfs::wait_until("strace has attached to the back", TIMEOUT, || {
-        procfs::status_field(back, "TracerPid").and_then(|t| t.parse::<i32>().ok()) == Some(tracer)
-    });
+    let mut strace = strace_the_back(
+        back,
+        &trace,
+        &[
+            "trace=clone,clone3",
+            "inject=clone,clone3:delay_exit=5000000",
+        ],
+        &mut guard,
+    );
     // COMMAND exits 3 on TERM; the back sweeps nothing and spawns the
     // cleanup, which says it runs.
     // SAFETY: kill(2) of COMMAND, which is unreaped (the back waits for it).
