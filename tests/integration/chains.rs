@@ -395,14 +395,15 @@ pub fn run_cell(cell: &Cell) -> (Vec<String>, Option<Seen>) {
     if leader > 0 && guard.alive().contains(&leader) {
         fails.push("the job's leader is left".into());
     }
-    // The probe's last lines may still be on their way through the pipe.
-    let said = |l: &String| {
-        l.starts_with(&format!("exit pid={}", probe.pid))
-            || l.starts_with(&format!("got TERM pid={} ", probe.pid))
-    };
+    // The probe's last lines may still be on their way through the pipe:
+    // wait for its exit line, or for the pipe's end (every writer gone).
+    // Its `got TERM` alone is not enough: its exit line comes in a write
+    // of its own, and a cell once read "killed" for a probe that exited
+    // on TERM (`reap -- pgwrap -- pgwrap`, COMMAND exiting by itself).
+    let exit_line = format!("exit pid={}", probe.pid);
     if !procfs::alive(probe.pid) {
         wait_for(Duration::from_secs(1), || {
-            run.lines_so_far().iter().any(said)
+            run.lines_so_far().iter().any(|l| l.starts_with(&exit_line)) || run.stdout_done()
         });
     }
     let lines = run.lines_so_far();

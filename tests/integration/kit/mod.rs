@@ -20,7 +20,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -610,6 +610,19 @@ impl Run {
         (0..n)
             .map(|_| self.expect_ready(deadline.saturating_duration_since(Instant::now())))
             .collect()
+    }
+
+    /// Whether every process holding stdout has closed it, so that
+    /// [`Run::lines_so_far`] holds all it will ever hold; without waiting.
+    pub fn stdout_done(&mut self) -> bool {
+        while !self.stdout_closed {
+            match self.rx.try_recv() {
+                Ok(line) => self.unmatched.push_back(line),
+                Err(TryRecvError::Empty) => return false,
+                Err(TryRecvError::Disconnected) => self.stdout_closed = true,
+            }
+        }
+        true
     }
 
     /// Wait until stdout is closed by every process holding it; returns the lines that were
