@@ -295,14 +295,15 @@ fn script(cell: &Cell) -> String {
     } else {
         ""
     };
-    let rest = if cell.end == End::Exits {
-        "sleep 0.4; exit 5"
-    } else {
-        // A trapped TERM interrupts `wait` at once (a foreground command
-        // would be waited for first).
-        "sleep 1000 & wait"
-    };
-    format!("{trap}echo leader $$; {probe} {rest}")
+    if cell.end == End::Exits {
+        return format!("{trap}echo leader $$; {probe} sleep 0.4; exit 5");
+    }
+    // A trapped TERM interrupts `wait` at once (a foreground command would
+    // be waited for first). The sleep is started before the probe, whose
+    // ready line the test waits for before it signals: started after it,
+    // a TERM could come first and the sleep never get it (CI at 52d24e7:
+    // `pgwrap / term-group / trap-leader: left running: 9240 (sleep)`).
+    format!("{trap}echo leader $$; sleep 1000 & {probe} wait")
 }
 
 /// Run one cell; the failures found (empty: it passed).
