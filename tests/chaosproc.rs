@@ -424,12 +424,13 @@ fn node(log: &str, nodes: &[Node], idx: usize) -> ! {
 
 /// N times, a child goes from `sh -c "exec chaosproc cleanup ..."` to the
 /// cleanup and exits, as reap's back does with `--exec-cleanup`, held as a
-/// process of the chain; this process samples it as the supervisor does
-/// (that one process), as fast as it can, and asks after each sample whether the machinery
-/// still runs ([`Sup::machinery_running`]). Prints `identity-race execs=N
-/// looks=L lost=K`: K the answers "no" given while the child had not yet
-/// exited (its pidfd, read after the answer, not readable), each one a
-/// moment the supervisor would have taken the machinery for ended.
+/// process of the chain; this process samples that one process as the
+/// supervisor does, as fast as it can, and asks after each sample whether
+/// the machinery still runs ([`Sup::machinery_running`]). Prints
+/// `identity-race execs=N looks=L lost=K`: K the answers "no" given while
+/// the child had not yet exited (its pidfd, read after the answer, not
+/// readable), each one a moment the supervisor would have taken the
+/// machinery for ended.
 fn identity_race(n: &str) -> ! {
     let n: usize = n
         .parse()
