@@ -451,7 +451,7 @@ fn identity_race(n: &str) -> ! {
             .unwrap_or_else(|e| die(&format!("spawn sh: {e}")));
         let pid = child.id() as i32;
         let fd = pidfd_open(pid);
-        sup.chain = vec![(pid, pidfd_open(pid))];
+        sup.chain = vec![(pid, fd)];
         while fd.is_some_and(|fd| !pidfd_exited(fd)) {
             // What sample() does, for this one process.
             if let Some(st) = stat(pid) {
@@ -464,8 +464,8 @@ fn identity_race(n: &str) -> ! {
             }
         }
         let _ = child.wait();
-        for fd in [fd, sup.chain[0].1].into_iter().flatten() {
-            // SAFETY: our own descriptors, closed once.
+        if let Some(fd) = fd {
+            // SAFETY: our own descriptor, closed once.
             unsafe { libc::close(fd) };
         }
     }

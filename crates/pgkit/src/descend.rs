@@ -48,28 +48,42 @@ pub fn descendants() -> Option<Vec<Proc>> {
     walk().or_else(scan)
 }
 
-/// Down the `children` files, level by level; `None` without them.
-///
-/// A process that dies during the walk hands its children to us before it
-/// becomes a zombie: if the walk saw it a zombie (or not at all), they are
-/// in neither its children file nor our list read first. So a walk is
-/// trusted only once our children list reads no newcomer after it, as
-/// `group::live_member`'s (chaos seed 20269727: graceful's look at what
+/// Down the `children` files, level by level; `None` without them. A walk
+/// that keeps meeting newcomers (an orphan storm) gives its eighth walk
+/// ([`until_no_newcomer`]; chaos seed 20269727: graceful's look at what
 /// holds the stop up missed a member re-parented to it during the walk,
-/// and graceful left it running). A few walks at most: one that keeps
-/// meeting newcomers (an orphan storm) gives the last walk.
+/// and graceful left it running).
 fn walk() -> Option<Vec<Proc>> {
     let me = own_pid();
-    let mut first = children_of(me)?;
-    let mut rounds = 0;
+    until_no_newcomer(8, |children| walk_from(me, children.to_vec()), |_| false)
+}
+
+/// `walk` from our children as read, again while our children list reads
+/// a newcomer after it, at most `most` walks; the first walk whose result
+/// is `found` ends it at once. A process that dies during a walk hands its
+/// children to us before it becomes a zombie: if the walk saw it a zombie
+/// (or not at all), they are in neither its children file nor our list
+/// read first, so a walk is trusted only once that list reads no newcomer.
+/// `None` where our own children file cannot be read.
+pub fn until_no_newcomer<T>(
+    most: usize,
+    mut walk: impl FnMut(&[i32]) -> T,
+    found: impl Fn(&T) -> bool,
+) -> Option<T> {
+    let me = own_pid();
+    let mut before = children_of(me)?;
+    let mut walks = 0;
     loop {
-        let out = walk_from(me, first.clone());
-        rounds += 1;
-        let after = children_of(me)?;
-        if rounds == 8 || after.iter().all(|pid| first.contains(pid)) {
+        let out = walk(&before);
+        walks += 1;
+        if found(&out) || walks >= most {
             return Some(out);
         }
-        first = after;
+        let after = children_of(me)?;
+        if after.iter().all(|pid| before.contains(pid)) {
+            return Some(out);
+        }
+        before = after;
     }
 }
 

@@ -36,23 +36,16 @@ pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
     if !procfs::usable() {
         return None;
     }
-    // A child that dies during the walk hands its children to us before it
-    // becomes a zombie: if the walk saw it a zombie (or did not see it at
-    // all), they may be missing from the list read first. A walk that finds
-    // nothing is trusted only once our children list reads the same after
-    // it (seed 1402269 of the chaos harness: a member re-parented to us
-    // after the first read was missed, and graceful left it running).
-    let mut before = procfs::children_of(procfs::own_pid()).unwrap_or_default();
-    loop {
-        if let Some(member) = walk_for(pgid, leader, &before) {
-            return Some(member);
-        }
-        let after = procfs::children_of(procfs::own_pid()).unwrap_or_default();
-        if after.iter().all(|pid| before.contains(pid)) {
-            return None;
-        }
-        before = after;
-    }
+    // A walk that finds nothing is trusted only once our children list
+    // reads no newcomer after it (seed 1402269 of the chaos harness: a
+    // member re-parented to us after the first read was missed, and
+    // graceful left it running); as many walks as that takes.
+    crate::descend::until_no_newcomer(
+        usize::MAX,
+        |children| walk_for(pgid, leader, children),
+        Option::is_some,
+    )
+    .flatten()
 }
 
 /// One walk down from `children` (this process's, as read).
