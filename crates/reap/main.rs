@@ -65,6 +65,12 @@ fn run() -> ! {
     // notification socket, and what systemd's variables become for it.
     let mut relay = notify::open();
     let service = notify::Service::new(relay.as_ref());
+    // The cleanup's stdout and stderr, where they are pipes or sockets a
+    // caller may stop reading: made now, so the front holds them too.
+    let has_cleanup = config.cleanup.is_some() || config.cleanup_exec.is_some();
+    let mut outlet = (has_cleanup && !config.exec_cleanup)
+        .then(pgkit::outlet::Outlet::open)
+        .flatten();
 
     // The back's note of the front's socket, to remove if the front is killed.
     let mut leftover = None;
@@ -86,8 +92,13 @@ fn run() -> ! {
                 // The front starts nothing that should get the activated
                 // descriptors (the back has its own copies).
                 service.command_started();
+                if let Some(outlet) = outlet.as_mut() {
+                    outlet.drop_write_ends();
+                }
                 let (lost, signals, relay) = front.run(caught, relay);
-                let inbox = Inbox::new(signals, None).with_relay(relay);
+                let inbox = Inbox::new(signals, None)
+                    .with_relay(relay)
+                    .with_outlet(outlet);
                 let terminal = Terminal::new(handed_over, config.foreground, None);
                 let line = Back::new(&config, &startup, inbox, terminal, handed_over, None)
                     .with_cgroup(cgroup)
@@ -132,7 +143,8 @@ fn run() -> ! {
     let inbox = Inbox::new(signals, link)
         .with_early(early)
         .with_relay(relay)
-        .with_leftover(leftover);
+        .with_leftover(leftover)
+        .with_outlet(outlet);
     let terminal = Terminal::new(handed_over, config.foreground, to_front.clone());
     let status = Back::new(&config, &startup, inbox, terminal, handed_over, to_front)
         .with_service(service)

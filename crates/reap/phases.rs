@@ -26,6 +26,7 @@ use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
 use pgkit::child::Job;
 use pgkit::notify::{Leftover, Relay, Service};
+use pgkit::outlet::Outlet;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
@@ -54,6 +55,10 @@ pub struct Inbox {
     relay: Option<Relay>,
     /// The front's socket, removed here if the front is lost.
     leftover: Option<Leftover>,
+    /// The cleanup's stdout and stderr where they are relayed (see pgkit's
+    /// `outlet`), and whether the cleanup has them.
+    outlet: Option<Outlet>,
+    relaying: bool,
     /// What the last wait found ready, by index (kept: see [`Inbox::wait`]).
     ready: Vec<usize>,
     /// The signals read last, from the signalfd or the front's records
@@ -71,6 +76,8 @@ impl Inbox {
             extra_ready: true,
             relay: None,
             leftover: None,
+            outlet: None,
+            relaying: false,
             ready: Vec::with_capacity(KEPT),
             handed: Vec::with_capacity(KEPT),
         }
@@ -86,6 +93,19 @@ impl Inbox {
     pub fn with_leftover(mut self, leftover: Option<Leftover>) -> Inbox {
         self.leftover = leftover;
         self
+    }
+
+    /// The cleanup's relayed streams, made before the split.
+    pub fn with_outlet(mut self, outlet: Option<Outlet>) -> Inbox {
+        self.outlet = outlet;
+        self
+    }
+
+    /// The cleanup's output relayed from now on; what its descriptors 1
+    /// and 2 become.
+    fn relay_output(&mut self) -> [Option<BorrowedFd<'_>>; 2] {
+        self.relaying = self.outlet.is_some();
+        self.outlet.as_mut().map_or([None, None], Outlet::start)
     }
 
     /// Relay COMMAND's notifications too (see pgkit's `notify`).
@@ -107,6 +127,9 @@ impl Inbox {
         }
         if let Some(relay) = self.relay.as_mut() {
             relay.relay();
+        }
+        if let Some(outlet) = self.outlet.as_mut().filter(|_| self.relaying) {
+            outlet.pump();
         }
         if let Some(front) = self
             .front
@@ -161,7 +184,17 @@ impl Inbox {
         if let Some(r) = self.relay.as_ref() {
             fds.push(r.as_fd());
         }
-        poll::wait_pri(&fds, cgroup.as_slice(), deadline, &mut self.ready);
+        let mut writable = Vec::new();
+        if let Some(outlet) = self.outlet.as_ref().filter(|_| self.relaying) {
+            outlet.watch(&mut fds, &mut writable);
+        }
+        poll::wait_all(
+            &fds,
+            &writable,
+            cgroup.as_slice(),
+            deadline,
+            &mut self.ready,
+        );
         let ready = &self.ready;
         self.signals_ready = ready.contains(&0);
         self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
@@ -291,6 +324,7 @@ impl<'a> Back<'a> {
     /// status.
     pub fn run(mut self) -> Status {
         self.drive(|_| false);
+        self.finish_output();
         self.exit
             .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
     }
@@ -404,7 +438,13 @@ impl<'a> Back<'a> {
             );
         }
         verbose!("the cleanup (pid {pid}) goes on: waiting for it");
+        // Its output goes on reaching the caller (the back copied it).
+        self.inbox.relay_output();
+        if let Some(outlet) = self.inbox.outlet.as_mut() {
+            outlet.started();
+        }
         self.drive(|_| false);
+        self.finish_output();
         let how = match self.machine.cleanup_result() {
             Some(result) if result == CLEANUP_TIMED_OUT => {
                 "was stopped at its --cleanup-timeout".to_string()
@@ -959,6 +999,14 @@ impl<'a> Back<'a> {
         spawn
     }
 
+    /// What the cleanup (and what it left) wrote reaches a reader that is
+    /// still there before reap ends.
+    fn finish_output(&mut self) {
+        if let Some(outlet) = self.inbox.outlet.as_mut().filter(|_| self.inbox.relaying) {
+            outlet.finish();
+        }
+    }
+
     fn start_cleanup(&mut self, env: Env) {
         self.stopping();
         // From now on an outer graceful's deadline spares everything below
@@ -967,7 +1015,12 @@ impl<'a> Back<'a> {
         if let Some(front) = &self.to_front {
             front.cleanup_starting(self.machine.cause());
         }
-        match self.cleanup_spawn(env).spawn(self.startup) {
+        let mut spawn = self.cleanup_spawn(env);
+        let started = spawn.spawn_with_output(self.startup, self.inbox.relay_output());
+        if let Some(outlet) = self.inbox.outlet.as_mut() {
+            outlet.started();
+        }
+        match started {
             Ok(child) => {
                 if let Some(front) = &self.to_front {
                     front.cleanup_started(child.pid());
@@ -1004,6 +1057,9 @@ impl<'a> Back<'a> {
             self.feed(event);
         }
         events::cleanup_started(std::process::id() as i32, true);
+        // No process of ours stays to relay its output: a reader already
+        // gone is seen now, and the stream goes nowhere (pgkit's `outlet`).
+        pgkit::outlet::mute_unread();
         let e = spawn.exec(self.startup);
         pgkit::warn!("cleanup: {}", e.msg);
         self.feed(Event::CleanupStartFailed(e.code));

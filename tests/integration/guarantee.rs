@@ -11,6 +11,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// A caller that stops reading: the cleanup still runs to its end.
+mod reader;
+
 /// Start reap (leader of its own group) over a tree of three sigprobes —
 /// COMMAND, a child in its group, a setsid escapee — kill it with `kill`,
 /// and check the cleanup's marker and that nothing of the tree is left.

@@ -29,6 +29,7 @@
 //! | `events`    | `--events`: JSON lines, one write each, never blocking            |
 //! | `log`       | `-v` lines, one `write(2)` each                                   |
 //! | `notify`    | systemd's notification socket relayed from the tool's own pid     |
+//! | `outlet`    | the cleanup's stdout and stderr, kept when the caller stops reading |
 //! | `error`     | one-line errors with their exit status (125, 126, 127)            |
 //! | `cli`       | argument helpers shared by the three parsers                      |
 //!
@@ -89,6 +90,7 @@ pub mod group;
 pub mod guard;
 pub mod log;
 pub mod notify;
+pub mod outlet;
 pub mod pidfd;
 pub mod poll;
 pub mod procfs;

@@ -99,16 +99,17 @@ pub fn wait_io(
     wait_any(readable, writable, &[], deadline, ready)
 }
 
-/// [`wait`], also for descriptors that report a change with `POLLPRI`
+/// [`wait_io`], also for descriptors that report a change with `POLLPRI`
 /// (a cgroup's `cgroup.events`, always readable): their indices follow
-/// those of `readable`. Into `ready`, as [`wait_io`].
-pub fn wait_pri(
+/// those of `writable`.
+pub fn wait_all(
     readable: &[BorrowedFd<'_>],
+    writable: &[BorrowedFd<'_>],
     priority: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
     ready: &mut Vec<usize>,
 ) {
-    wait_any(readable, &[], priority, deadline, ready)
+    wait_any(readable, writable, priority, deadline, ready)
 }
 
 /// The descriptors a wait of the tools' own loops holds (theirs and the

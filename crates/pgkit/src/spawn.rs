@@ -131,6 +131,16 @@ impl Spawn {
     /// Start COMMAND. Errors: 127 not found, 126 not executable, 125 the
     /// tool could not create the process.
     pub fn spawn(&mut self, startup: &Startup) -> Result<Child, Error> {
+        self.spawn_with_output(startup, [None, None])
+    }
+
+    /// [`Spawn::spawn`], with COMMAND's descriptors 1 and 2 made copies of
+    /// these where given (`crate::outlet`).
+    pub fn spawn_with_output(
+        &mut self,
+        startup: &Startup,
+        output: [Option<BorrowedFd<'_>>; 2],
+    ) -> Result<Child, Error> {
         let image = self.image()?;
         let local = Failure::default();
         // clone3 without CLONE_VM: the child writes its failure to a page
@@ -147,6 +157,7 @@ impl Spawn {
             foreground: self.foreground,
             parent: rustix::process::getpid(),
             enter: None,
+            output,
             failure: shared.as_ref().map_or(&local, |s| s.get()),
         };
         // Where the child's catcher notes a job-control stop (shared with
@@ -303,6 +314,7 @@ impl Spawn {
             Stage::Group => "setpgid",
             Stage::Session => "setsid",
             Stage::Cgroup => "entering the cgroup",
+            Stage::Output => "the output descriptors",
             Stage::Exec => "",
         };
         if !what.is_empty() {
@@ -519,6 +531,7 @@ enum Stage {
     Group,
     Session,
     Cgroup,
+    Output,
     #[default]
     Exec,
 }
@@ -553,6 +566,8 @@ struct ChildJob<'a> {
     /// `cgroup.procs` to write `0` to before exec (the way into the
     /// cgroup where clone3 cannot put the child there itself).
     enter: Option<RawFd>,
+    /// What descriptors 1 and 2 become, where given.
+    output: [Option<BorrowedFd<'a>>; 2],
     failure: &'a Failure,
 }
 
@@ -762,6 +777,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     };
     if let Err((stage, errno)) = isolated {
         return fail(stage, errno);
+    }
+    let outputs = [
+        job.output[0].map(rustix::stdio::dup2_stdout),
+        job.output[1].map(rustix::stdio::dup2_stderr),
+    ];
+    if let Some(Err(errno)) = outputs.into_iter().flatten().find(Result::is_err) {
+        return fail(Stage::Output, errno);
     }
     let me = getpid();
     if job.foreground {
