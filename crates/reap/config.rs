@@ -32,8 +32,9 @@ kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
                              (default 5s)
   -s, --signal SIG           stop signal for leftover descendants
                              (default TERM)
-      --cleanup-timeout DUR  stop the cleanup if it runs longer (default inf);
-                             it then counts as failed with status 124
+      --cleanup-timeout DUR  stop the cleanup if it runs longer (default inf;
+                             0 is no limit, as in timeout(1)); it then
+                             counts as failed with status 124
       --exec-cleanup         the cleanup replaces reap's subreaper process
                              (same PID); its status is reap's final status
       --keep-orphans         do not kill leftovers: wait for them to exit
@@ -323,7 +324,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         cleanup_exec: cleanup_exec_argv,
         grace,
         signal,
-        cleanup_timeout: cleanup_timeout.unwrap_or(Timeout::Never),
+        // `--cleanup-timeout 0` means no limit, as in timeout(1).
+        cleanup_timeout: cleanup_timeout
+            .filter(|t| t.duration() != Some(Duration::ZERO))
+            .unwrap_or(Timeout::Never),
         exec_cleanup,
         keep_orphans,
         stop_all,
@@ -384,6 +388,8 @@ mod tests {
         assert_eq!(c.grace(), Some(Duration::from_millis(250)));
         assert_eq!(c.signal, Signal::INT);
         assert_eq!(c.cleanup_timeout, Timeout::After(Duration::from_secs(60)));
+        let zero = run("-c true --cleanup-timeout 0 cmd").unwrap();
+        assert_eq!(zero.cleanup_timeout, Timeout::Never, "0 means no limit");
         assert!(c.keep_orphans && c.verbose);
         assert_eq!(c.foreground, Foreground::Off);
         assert_eq!(c.command, ["cmd", "a"]);

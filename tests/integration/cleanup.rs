@@ -236,6 +236,27 @@ fn cleanup_timeout_stops_it_and_counts_as_124() {
 }
 
 #[test]
+fn cleanup_timeout_0_means_no_limit() {
+    // As timeout(1) reads 0: the cleanup runs to its end and decides nothing
+    // by a timeout.
+    let mut run = reap([
+        "--cleanup-timeout",
+        "0",
+        "-c",
+        "echo cleanup-up; sleep 0.5; echo cleanup-done",
+        "--",
+        "true",
+    ])
+    .stderr_piped()
+    .spawn();
+    run.expect_line("cleanup-up", TIMEOUT);
+    run.expect_line("cleanup-done", TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    let err = run.stderr_all();
+    assert!(!err.contains("--cleanup-timeout"), "{err}");
+}
+
+#[test]
 fn exec_cleanup_replaces_the_subreaper_and_decides_the_status() {
     let dir = temp_dir("reap-exec");
     let orphan_file = dir.join("orphan");
