@@ -605,3 +605,60 @@ fn an_inner_reaps_cleanup_is_spared_by_the_kill_twin_without_cgroup() {
         false,
     );
 }
+
+/// Two reaps that are PID 1 of their namespaces in one parent cgroup both
+/// name theirs `reap.1`: one must never remove the other's. Here the other
+/// reap's cgroup, made a moment ago and still empty, is played by a
+/// directory this test makes; a reap as PID 1 of a new PID namespace runs
+/// beside it and must leave it as it was.
+#[test]
+fn a_namesake_cgroup_of_another_reap_is_left_alone() {
+    let test = "a_namesake_cgroup_of_another_reap_is_left_alone";
+    let Some(own) = cgroup_or_skip(test) else {
+        return;
+    };
+    if let Some(why) = skip::needs_program("unshare", "util-linux") {
+        skip::skip(test, &why);
+        return;
+    }
+    let other = own.join("reap.1");
+    if std::fs::create_dir(&other).is_err() {
+        skip::skip(test, &format!("{} exists already", other.display()));
+        return;
+    }
+    /// The other reap's cgroup, removed when the test ends.
+    struct Other(PathBuf);
+    impl Drop for Other {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    let other = Other(other);
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(&other.0).map(|m| m.ino()).unwrap_or(0);
+    let mut run = Run::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(crate::kit::bin("reap"))
+        .args(["--cgroup", "--", "sh", "-c"])
+        .arg("echo command=$(grep ^0:: /proc/self/cgroup)")
+        .stderr_piped()
+        .spawn();
+    let command = run.expect_line("command=", TIMEOUT);
+    assert_eq!(
+        run.wait_exit(TIMEOUT).code(),
+        Some(0),
+        "{}",
+        run.stderr_all()
+    );
+    assert!(
+        !command.ends_with("/reap.1"),
+        "took the other's name: {command}"
+    );
+    let now = std::fs::metadata(&other.0).map(|m| m.ino()).ok();
+    assert_eq!(now, Some(ino), "the other reap's cgroup reap.1 was removed");
+    let name = command.rsplit('/').next().unwrap_or_default();
+    assert!(
+        !own.join(name).exists(),
+        "its own cgroup {name} is still there"
+    );
+}

@@ -186,7 +186,8 @@ fn errno(e: rustix::io::Errno) -> io::Error {
 impl Cgroup {
     /// Make COMMAND's cgroup below the tool's own, or say why it cannot be
     /// (exit 125: no cgroup2 mount, not writable, not able to hold
-    /// processes). `name` is the directory's name (`reap.PID`).
+    /// processes). `name` is the directory's name (`reap.PID`; `reap.PID.N`
+    /// where it is taken).
     pub fn create(name: &str) -> Result<Cgroup, Error> {
         let read = |p: &str| {
             crate::procfs::read(p).map_err(|e| refuse(format!("cannot read {p}: {}", describe(&e))))
@@ -220,10 +221,9 @@ impl Cgroup {
         loop {
             match rustix::fs::mkdirat(CWD, &path, Mode::from_raw_mode(0o755)) {
                 Ok(()) => break,
-                // A leftover of an earlier run with the same pid: gone if
-                // empty, else another name.
-                Err(rustix::io::Errno::EXIST)
-                    if n == 0 && rustix::fs::unlinkat(CWD, &path, AtFlags::REMOVEDIR).is_ok() => {}
+                // Another reap's (PID 1 of another namespace is `reap.1`
+                // too: empty while it starts its COMMAND), or a leftover:
+                // left alone, another name.
                 Err(rustix::io::Errno::EXIST) if n < 100 => {
                     n += 1;
                     path = own.join(format!("{name}.{n}"));
@@ -463,6 +463,13 @@ impl Cgroup {
     /// Remove the directory (it must be empty of processes). Once only.
     pub fn remove(&mut self) -> io::Result<()> {
         if self.removed {
+            return Ok(());
+        }
+        // Only the directory made here: one of the same name made by
+        // another process after ours was removed is not ours to remove.
+        let ours = rustix::fs::fstat(&self.dir).map(|s| (s.st_dev, s.st_ino));
+        if rustix::fs::stat(&self.path).map(|s| (s.st_dev, s.st_ino)) != ours {
+            self.removed = true;
             return Ok(());
         }
         match rustix::fs::unlinkat(CWD, &self.path, AtFlags::REMOVEDIR) {
