@@ -55,8 +55,17 @@ pub fn descendants() -> Option<Vec<Proc>> {
 /// and graceful left it running).
 fn walk() -> Option<Vec<Proc>> {
     let me = own_pid();
-    until_no_newcomer(8, |children| walk_from(me, children.to_vec()), |_| false)
+    until_no_newcomer(
+        WALKS,
+        |children| walk_from(me, children.to_vec()),
+        |_| false,
+    )
 }
+
+/// The most walks one look at the tree makes while newcomers keep coming
+/// (an orphan storm): the last one is taken as it is, so a storm that never
+/// pauses cannot hold the tool in its walk.
+pub const WALKS: usize = 8;
 
 /// `walk` from our children as read, again while our children list reads
 /// a newcomer after it, at most `most` walks; the first walk whose result

@@ -39,9 +39,11 @@ pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
     // A walk that finds nothing is trusted only once our children list
     // reads no newcomer after it (seed 1402269 of the chaos harness: a
     // member re-parented to us after the first read was missed, and
-    // graceful left it running); as many walks as that takes.
+    // graceful left it running); as many walks as that takes, up to the
+    // walk's bound (an orphan storm that never pauses would hold graceful
+    // here, deaf to signals and to its deadline).
     crate::descend::until_no_newcomer(
-        usize::MAX,
+        crate::descend::WALKS,
         |children| walk_for(pgid, leader, children),
         Option::is_some,
     )
