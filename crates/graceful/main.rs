@@ -41,11 +41,6 @@ fn run() -> ! {
         events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
     }
 
-    // Before COMMAND exists: its notification socket, and what systemd's
-    // variables become for it.
-    let relay = notify::open();
-    let service = notify::Service::new(relay.as_ref());
-
     let caught = SigSet::blockable().union(config.caught());
     startup::block(caught);
     let signals =
@@ -60,6 +55,12 @@ fn run() -> ! {
     // Members whose parent dies are re-parented to graceful: their exits
     // reach it as SIGCHLD, and it can reap them.
     reap::become_subreaper().unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
+    // Before COMMAND exists, once no signal can end graceful unseen and
+    // nothing more can fail before the spawn (the socket would be left):
+    // COMMAND's notification socket, and what systemd's variables become
+    // for it.
+    let relay = notify::open();
+    let service = notify::Service::new(relay.as_ref());
     let mode = if config.foreground {
         tty::Foreground::On
     } else {

@@ -32,11 +32,6 @@ fn run() -> ! {
         events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
     }
 
-    // Before COMMAND exists: its notification socket, and what systemd's
-    // variables become for it.
-    let mut relay = notify::open();
-    let service = notify::Service::new(relay.as_ref());
-
     let caught = SigSet::blockable().union(config.route.caught());
     startup::block(caught);
     let signals =
@@ -48,6 +43,12 @@ fn run() -> ! {
     signals
         .drain_into(&mut received)
         .unwrap_or_else(|e| Error::sys("read its signalfd", e).exit());
+    // Before COMMAND exists, once no signal can end pgwrap unseen and
+    // nothing more can fail before the spawn (the socket would be left):
+    // COMMAND's notification socket, and what systemd's variables become
+    // for it.
+    let mut relay = notify::open();
+    let service = notify::Service::new(relay.as_ref());
     let handed_over = !config.setsid && config.foreground.hand_over();
     let isolation = if config.setsid {
         Isolation::Session

@@ -86,7 +86,11 @@ fn run() -> ! {
         } else {
             Detach::Session
         };
-        match guardian::split(detach, caught).unwrap_or_else(|e| e.exit()) {
+        let split = guardian::split(detach, caught).unwrap_or_else(|e| {
+            drop(relay.take()); // the socket goes with it
+            e.exit()
+        });
+        match split {
             Split::Front(front) => {
                 // Returns only if the back was lost before it finished.
                 // The front starts nothing that should get the activated

@@ -1043,8 +1043,13 @@ impl<'a> Back<'a> {
         self.stopping();
         // The mark stays across the exec: the cleanup is this process.
         pgkit::guard::mark(pgkit::guard::Role::Cleanup, true);
-        // As PID 1 the relay is this process's: its socket goes now.
+        // As PID 1 the relay is this process's: its socket goes now. Split,
+        // the front's: nobody is left to use it (COMMAND's tree is gone),
+        // and nobody would remove it if the front were killed from now on.
         self.inbox.relay = None;
+        if let Some(leftover) = self.inbox.leftover.take() {
+            leftover.remove();
+        }
         // From now on the cleanup's end is reap's end (the exec closes the
         // pipe to the front).
         if let Some(front) = &self.to_front {

@@ -207,6 +207,63 @@ fn reap_says_a_refused_subreaper_or_signalfd_on_one_line() {
     }
 }
 
+/// Each tool with `signalfd4` refused while `NOTIFY_SOCKET` is set: 125,
+/// and no notification socket or directory left in the temporary
+/// directory. Before, each tool had made its relay's directory already
+/// and exited without removing it.
+#[test]
+fn a_refused_start_leaves_no_notification_socket() {
+    let test = "refusals::a_refused_start_leaves_no_notification_socket";
+    if let Some(why) = skip::needs_program("strace", "strace") {
+        return skip::skip(test, &why);
+    }
+    let dir = temp_dir("refused-notify");
+    // Short enough for a socket's path (a sun_path holds 108 bytes).
+    struct Tmp(std::path::PathBuf);
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let tmp = Tmp(std::path::PathBuf::from(format!(
+        "/tmp/pgw-rn.{}",
+        std::process::id()
+    )));
+    std::fs::create_dir(&tmp.0).unwrap();
+    let tmp = &tmp.0;
+    let upstream = dir.join("notify");
+    let _upstream = std::os::unix::net::UnixDatagram::bind(&upstream).unwrap();
+    for tool in ["pgwrap", "graceful", "reap"] {
+        let mut cmd = Command::new("strace");
+        cmd.args(["-f", "-qq", "-o", "/dev/null"])
+            .args(["-etrace=signalfd4", "-einject=signalfd4:error=EPERM"])
+            .arg(bin(tool))
+            .args(["--", "true"])
+            .env("NOTIFY_SOCKET", &upstream)
+            .env("TMPDIR", tmp)
+            .env_remove("RUNTIME_DIRECTORY");
+        let out = bounded_output(cmd, Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{tool}: {stderr:?}");
+        assert!(
+            !stderr.contains("notification socket"),
+            "{tool}: {stderr:?}"
+        );
+        let left: Vec<_> = std::fs::read_dir(tmp)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect();
+        for name in &left {
+            let d = tmp.join(name);
+            for f in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let _ = std::fs::remove_file(f.path());
+            }
+            let _ = std::fs::remove_dir(&d);
+        }
+        assert!(left.is_empty(), "{tool}: left in TMPDIR: {left:?}");
+    }
+}
+
 /// Each tool with `read` refused. A static tool (the build images carry)
 /// has no loader to meet the refusal first: its first read is its own,
 /// of its signalfd, made before COMMAND starts, so it exits 125 with one

@@ -802,3 +802,41 @@ fn reap_back_removes_the_relay_directory_when_the_front_is_killed() {
     }
     assert!(!left, "{} left behind", relay_dir.display());
 }
+
+/// reap --exec-cleanup, its front SIGKILLed while the cleanup (which has
+/// replaced the back) runs: the relay's socket and directory are gone all
+/// the same (COMMAND's tree, the only one that could use them, is gone).
+#[test]
+fn reap_exec_cleanup_leaves_no_relay_directory_when_the_front_is_killed() {
+    let dir = crate::kit::temp_dir("notify-exec-cleanup");
+    let path = dir.join("notify");
+    let _upstream = UnixDatagram::bind(&path).unwrap();
+    let mut run = Run::new(bin("reap"))
+        .args([
+            "--exec-cleanup",
+            "-c",
+            "echo \"cleanup pid=$$\"; exec sleep 100",
+            "--",
+            "sh",
+            "-c",
+            "echo \"sock=$NOTIFY_SOCKET\"",
+        ])
+        .env("NOTIFY_SOCKET", &path)
+        .spawn();
+    let line = run.expect_line("sock=", Duration::from_secs(10));
+    let sock = std::path::PathBuf::from(line.trim().strip_prefix("sock=").unwrap());
+    let relay_dir = sock.parent().unwrap().to_path_buf();
+    let cleanup = run.expect_line("cleanup pid=", Duration::from_secs(10));
+    let mut guard = crate::reap_kit::Guard::new();
+    if let Some(pid) = cleanup.trim().strip_prefix("cleanup pid=") {
+        guard.watch(pid.parse().unwrap_or(0));
+    }
+    run.signal(libc::SIGKILL);
+    run.wait_exit(Duration::from_secs(10));
+    let left = relay_dir.exists();
+    if left {
+        let _ = std::fs::remove_file(&sock);
+        let _ = std::fs::remove_dir(&relay_dir);
+    }
+    assert!(!left, "{} left behind", relay_dir.display());
+}
