@@ -7,12 +7,14 @@
 //! parent died. At the deadline each live one gets the kill signal, but:
 //! - an inner reap's subreaper process (it holds graceful's back mark,
 //!   pgkit::guard), and
-//! - a process holding the cleanup mark (a reap about to run, or running,
-//!   its cleanup) with everything below it, and whatever was once spared
-//!   that way (a cleanup re-parented to graceful when its reap died).
+//! - a process holding the cleanup mark (a reap about to run its cleanup)
+//!   with everything below it, and the cleanup that reap wrote into the
+//!   mark with its tree while it runs (re-parented to graceful when its
+//!   reap died included), not what remains of it once it has ended.
 //!
 //! After the kill signal the walk is repeated on every wake-up, so a
-//! process forked in between gets it too; none gets it twice.
+//! process forked in between gets it too; none gets it twice. The first
+//! walk that finds something spared says so, once, even without -v.
 
 use pgkit::descend::{self, Proc, Sent};
 use pgkit::guard::Spare;
@@ -36,6 +38,8 @@ pub struct Below {
     killed: BTreeSet<(i32, u64)>,
     /// Processes above an inner reap's back waited for (pid, start time).
     awaited: BTreeSet<(i32, u64)>,
+    /// Said what the deadline spares, that graceful waits for.
+    said_spared: bool,
 }
 
 impl Below {
@@ -119,6 +123,16 @@ impl Below {
         }
         for p in walk.tree.iter().filter(|p| !above.contains(&p.pid)) {
             self.send(p, walk, group, sig, &pids);
+        }
+        let spared: Vec<String> = (walk.tree.iter())
+            .filter(|p| walk.guarded.contains(&p.pid) && !walk.guarded.contains(&p.ppid))
+            .map(|p| format!("pid {}", p.pid))
+            .collect();
+        if !spared.is_empty() && !std::mem::replace(&mut self.said_spared, true) {
+            pgkit::warn!(
+                "past the deadline, waiting for an inner reap and its cleanup: {}",
+                spared.join(", ")
+            );
         }
     }
 

@@ -124,10 +124,14 @@ fn run() -> ! {
                 }
                 // Before COMMAND exists: an outer graceful's deadline spares
                 // this process (pgkit::guard).
-                let marked = pgkit::guard::mark(pgkit::guard::Role::Back, false);
-                if marked > 0 {
-                    verbose!("marked as reap's subreaper process for {marked} outer graceful(s)");
+                let marked = pgkit::guard::mark(pgkit::guard::Role::Back);
+                if marked.count() > 0 {
+                    let n = marked.count();
+                    verbose!("marked as reap's subreaper process for {n} outer graceful(s)");
                 }
+                // Held while this process lives (--exec-cleanup's exec
+                // closes it).
+                std::mem::forget(marked);
                 (Some(link), Some(to_front), Some(signals))
             }
         }

@@ -225,6 +225,9 @@ pub struct Back<'a> {
     leader: Option<Child>,
     /// Said once that the cleanup is stopped by the terminal.
     hinted: bool,
+    /// The cleanup mark of the outer gracefuls (pgkit::guard), held while
+    /// the cleanup runs.
+    cleanup_mark: pgkit::guard::Marked,
     /// The final status, once the machine said it.
     exit: Option<Status>,
     /// What systemd's variables become for COMMAND and the cleanup.
@@ -268,6 +271,7 @@ impl<'a> Back<'a> {
             to_front,
             leader: None,
             hinted: false,
+            cleanup_mark: Default::default(),
             exit: None,
             service: Service::default(),
             last_stop: None,
@@ -630,6 +634,8 @@ impl<'a> Back<'a> {
             None
         };
         if let Some(status) = exited {
+            // What the cleanup left is not spared (pgkit::guard).
+            self.cleanup_mark = Default::default();
             events::cleanup_exited(child.pid(), status);
             self.cleanup_logged = true;
             return self.feed(Event::CleanupExited(status));
@@ -1010,8 +1016,8 @@ impl<'a> Back<'a> {
     fn start_cleanup(&mut self, env: Env) {
         self.stopping();
         // From now on an outer graceful's deadline spares everything below
-        // this process: the cleanup, and what it leaves (pgkit::guard).
-        pgkit::guard::mark(pgkit::guard::Role::Cleanup, false);
+        // this process, then the cleanup's tree while it runs (pgkit::guard).
+        self.cleanup_mark = pgkit::guard::mark(pgkit::guard::Role::Cleanup);
         if let Some(front) = &self.to_front {
             front.cleanup_starting(self.machine.cause());
         }
@@ -1022,6 +1028,7 @@ impl<'a> Back<'a> {
         }
         match started {
             Ok(child) => {
+                self.cleanup_mark.cleanup_is(child.pid());
                 if let Some(front) = &self.to_front {
                     front.cleanup_started(child.pid());
                 }
@@ -1041,8 +1048,9 @@ impl<'a> Back<'a> {
         let mut spawn = self.cleanup_spawn(env);
         verbose!("cleanup: executing in place (pid {})", std::process::id());
         self.stopping();
-        // The mark stays across the exec: the cleanup is this process.
-        pgkit::guard::mark(pgkit::guard::Role::Cleanup, true);
+        // The cleanup is this process: spared with its tree while it runs.
+        // The exec closes the marks: none reaches the cleanup (pgkit::guard).
+        pgkit::guard::mark(pgkit::guard::Role::Cleanup).cleanup_is(std::process::id() as i32);
         // As PID 1 the relay is this process's: its socket goes now. Split,
         // the front's: nobody is left to use it (COMMAND's tree is gone),
         // and nobody would remove it if the front were killed from now on.

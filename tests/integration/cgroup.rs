@@ -551,8 +551,9 @@ fn a_child_that_left_the_cgroup_is_still_swept() {
 /// SIGKILLed with its group (a CI agent's kill): the outer reap kills
 /// COMMAND's cgroup, but not what the inner reap guards, which is in that
 /// cgroup too. The inner cleanup still runs, once, and the outer one after
-/// it, as without `--cgroup` (deadline.rs).
-fn over_an_inner_reap(test: &str, with: bool) {
+/// it, as without `--cgroup` (deadline.rs). `inner`: the inner reap's
+/// options.
+fn over_an_inner_reap(test: &str, with: bool, inner_opts: &[&str]) {
     if cgroup_or_skip(test).is_none() {
         return;
     }
@@ -567,7 +568,9 @@ fn over_an_inner_reap(test: &str, with: bool) {
     if with {
         args.push("--cgroup");
     }
-    args.extend(["--", reap_bin.to_str().unwrap(), "--cleanup", &inner]);
+    args.extend(["--", reap_bin.to_str().unwrap()]);
+    args.extend(inner_opts);
+    args.extend(["--cleanup", &inner]);
     args.extend(["--", "sh", "-c", "echo up; exec sleep 600"]);
     let mut run = reap(args)
         .env("PGWRAP_CGROUP_TEST", &tag)
@@ -594,6 +597,19 @@ fn an_inner_reaps_cleanup_is_spared_by_the_kill_with_cgroup() {
     over_an_inner_reap(
         "an_inner_reaps_cleanup_is_spared_by_the_kill_with_cgroup",
         true,
+        &[],
+    );
+}
+
+/// With `--exec-cleanup` the inner cleanup holds no mark: it is known by
+/// what its reap wrote into the cleanup mark, which `cgroup.kill` waits on
+/// until the outer reap has read it.
+#[test]
+fn an_inner_exec_cleanup_is_spared_by_the_kill_with_cgroup() {
+    over_an_inner_reap(
+        "an_inner_exec_cleanup_is_spared_by_the_kill_with_cgroup",
+        true,
+        &["--exec-cleanup"],
     );
 }
 
@@ -603,6 +619,7 @@ fn an_inner_reaps_cleanup_is_spared_by_the_kill_twin_without_cgroup() {
     over_an_inner_reap(
         "an_inner_reaps_cleanup_is_spared_by_the_kill_twin_without_cgroup",
         false,
+        &[],
     );
 }
 

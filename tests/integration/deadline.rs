@@ -434,3 +434,108 @@ fn with_no_grace_the_front_is_killed_before_what_is_below_reaps_back() {
     );
     guard.wait_all_gone("nothing is left", TIMEOUT);
 }
+
+/// `graceful -g 1 -- reap --exec-cleanup -c 'sleep 20 & ...' -- JOB`, TERM
+/// to graceful (design.md, Chains: an inner reap's cleanup outlives a
+/// deadline "while that cleanup runs — not what the cleanup leaves
+/// behind"): once the cleanup, which replaced reap's back, has ended, its
+/// leftover is killed and graceful ends, long before the leftover's 20 s.
+/// Past its deadline graceful says once, without -v, what it waits for.
+/// The leftover was once spared for its whole life: it had inherited the
+/// cleanup's mark.
+#[test]
+fn what_an_exec_cleanup_leaves_is_not_spared_once_it_has_ended() {
+    let probe = sigprobe();
+    let mut run = Run::new(bin("graceful"))
+        .args(["-g", "1", "--", bin("reap").to_str().unwrap()])
+        .args(["--exec-cleanup", "--cleanup", "sleep 20 & echo leftover=$!"])
+        .args(["--", &probe, "--exit-on", "none"])
+        .stderr_piped()
+        .spawn();
+    run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    let line = run.expect_line("leftover=", TIMEOUT + SLACK);
+    let leftover = crate::reap_kit::field(&line, "leftover");
+    guard.watch(leftover);
+    while run.try_exit().is_none() && sent.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = sent.elapsed();
+    let left = procfs::alive(leftover);
+    run.kill_all();
+    let err = run.stderr_all();
+    assert!(
+        took < Duration::from_secs(15) && !left,
+        "graceful ran {took:?} after TERM, the cleanup's leftover alive: {left}: {err}"
+    );
+    let waiting: Vec<&str> = (err.lines())
+        .filter_map(|l| said(l, "graceful"))
+        .filter(|m| m.contains("inner reap"))
+        .collect();
+    assert_eq!(
+        waiting.len(),
+        1,
+        "one line on what graceful waits for: {err}"
+    );
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+}
+
+/// `graceful -- reap [--exec-cleanup] --cleanup-exec PROBE --status ; --
+/// true`: the cleanup that replaces reap's back holds the same descriptors
+/// as the one reap starts as a child, no descriptor of graceful's (design.md,
+/// Chains: "no descriptor of an outer tool reaches the cleanup"). It once
+/// held graceful's cleanup mark, kept open across the exec.
+#[test]
+fn no_descriptor_of_graceful_reaches_an_exec_cleanup() {
+    let probe = sigprobe();
+    let fds = |exec: &[&str]| {
+        let mut run = Run::new(bin("graceful"))
+            .args(["--", bin("reap").to_str().unwrap()])
+            .args(exec)
+            .args(["--cleanup-exec", &probe, "--status", ";", "--", "true"])
+            .spawn();
+        let lines = run.expect_eof(TIMEOUT);
+        run.wait_exit(TIMEOUT);
+        (lines.into_iter())
+            .find(|l| l.starts_with("fds="))
+            .unwrap_or_else(|| panic!("no fds= line from the cleanup"))
+    };
+    assert_eq!(
+        fds(&["--exec-cleanup"]),
+        fds(&[]),
+        "exec'd cleanup vs child"
+    );
+}
+
+/// `graceful -g 1 -- reap --exec-cleanup -c CLEANUP -- JOB`, TERM to
+/// graceful: the cleanup, which replaced reap's back, and its child are
+/// spared while it runs, past graceful's deadline: it completes.
+#[test]
+fn an_exec_cleanup_and_its_tree_are_spared_while_it_runs() {
+    let probe = sigprobe();
+    let cleanup = format!(
+        "echo cleanup-start; {probe} --role helper --exit-on none --sleep-ms 1500 & wait; \
+         echo cleanup-done"
+    );
+    let mut run = Run::new(bin("graceful"))
+        .args(["-g", "1", "--", bin("reap").to_str().unwrap()])
+        .args(["--exec-cleanup", "--cleanup", &cleanup])
+        .args(["--", &probe, "--exit-on", "none"])
+        .stderr_piped()
+        .spawn();
+    run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    run.signal(libc::SIGTERM);
+    run.expect_line("cleanup-start", TIMEOUT + SLACK);
+    let helper = run.expect_ready(TIMEOUT);
+    guard.watch(helper.pid);
+    guard.watch_tree(run.pid());
+    run.expect_line(&format!("exit pid={}", helper.pid), TIMEOUT);
+    run.expect_line("cleanup-done", TIMEOUT);
+    run.wait_exit(TIMEOUT);
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+}

@@ -16,11 +16,17 @@
 //!   listed whose start time is the one given (another process that got the pid, or a
 //!   `/proc` of another PID namespace, is not taken for it) and keeps the
 //!   descriptor, close-on-exec, as long as it lives. Before it starts the
-//!   cleanup it opens the cleanup mark the same way.
+//!   cleanup it opens the cleanup mark the same way, and writes into it
+//!   the cleanup's first process, `PID:START` (its child once spawned, or
+//!   itself before the exec of `--exec-cleanup`); it closes the mark once
+//!   that process has ended (the exec closes it at once).
 //! - At its deadline graceful reads the descriptors of the processes below
 //!   it: one that holds its back mark is spared; one that holds its cleanup
-//!   mark is spared with everything below it (the cleanup, and whatever
-//!   the cleanup left: it was re-parented to the back, the subreaper).
+//!   mark is spared with everything below it (the cleanup, before it is
+//!   written in); a cleanup written in is spared with everything below it,
+//!   even once re-parented elsewhere, while it lives, and nothing of its
+//!   tree once it has ended. Marks are close-on-exec: no descriptor of
+//!   graceful's reaches the cleanup or what it starts.
 //!
 //! A mark opened for writing is also seen without reading any `/proc`: a
 //! pipe's read end polls `POLLHUP` exactly while no process holds a write
@@ -38,7 +44,7 @@ use rustix::fs::{Mode, OFlags};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// The variable's name.
 pub const VAR: &str = "GRACEFUL_GUARD";
@@ -102,14 +108,15 @@ impl Marks {
         entries[skip..].join(" ").into()
     }
 
-    /// Whether any process holds either mark now: a read end polls
-    /// `POLLHUP` while no write end of its pipe is open. If the poll fails,
-    /// say yes (the caller then reads the marks themselves).
+    /// Whether any process holds either mark now (a read end polls
+    /// `POLLHUP` while no write end of its pipe is open), or a cleanup was
+    /// written in and not read yet. If the poll fails, say yes (the caller
+    /// then reads the marks themselves).
     pub fn any_held(&self) -> bool {
         use rustix::event::{poll, PollFd, PollFlags};
         let mut fds = [
             PollFd::new(&self.back, PollFlags::empty()),
-            PollFd::new(&self.cleanup, PollFlags::empty()),
+            PollFd::new(&self.cleanup, PollFlags::IN),
         ];
         match poll(
             &mut fds,
@@ -118,9 +125,30 @@ impl Marks {
                 tv_nsec: 0,
             }),
         ) {
-            Ok(_) => !fds.iter().all(|f| f.revents().contains(PollFlags::HUP)),
+            Ok(_) => fds.iter().any(|f| {
+                !f.revents().contains(PollFlags::HUP) || f.revents().contains(PollFlags::IN)
+            }),
             Err(_) => true,
         }
+    }
+
+    /// The cleanups written into the cleanup mark since the last call
+    /// (well-formed lines `PID:START`).
+    fn written(&self) -> Vec<(i32, u64)> {
+        let mut text = Vec::new();
+        let mut buf = [0u8; 512];
+        while let Ok(n @ 1..) = rustix::io::read(&self.cleanup, &mut buf) {
+            text.extend_from_slice(&buf[..n]);
+        }
+        (text.split(|&b| b == b'\n'))
+            .filter_map(|l| {
+                let (pid, start) = std::str::from_utf8(l).ok()?.split_once(':')?;
+                Some((
+                    pid.parse().ok().filter(|&p: &i32| p > 0)?,
+                    start.parse().ok()?,
+                ))
+            })
+            .collect()
     }
 
     /// The marks `pid` holds now (none if its descriptors cannot be read).
@@ -148,9 +176,13 @@ impl Marks {
 /// reap's sweep both leave alone what an inner reap guards.
 pub struct Spare {
     marks: Marks,
-    /// Processes spared as part of a cleanup's tree (pid, start time): a
-    /// cleanup re-parented to us when its reap died stays spared.
-    cleanup_tree: BTreeSet<(i32, u64)>,
+    /// The cleanups written into the cleanup mark (pid, start time), while
+    /// they live.
+    cleanups: BTreeSet<(i32, u64)>,
+    /// Processes spared as part of a written cleanup's tree, and that
+    /// cleanup (pid, start time): one re-parented elsewhere (a cleanup's
+    /// child whose parent died) stays spared while the cleanup lives.
+    cleanup_tree: BTreeMap<(i32, u64), (i32, u64)>,
 }
 
 impl Spare {
@@ -159,7 +191,8 @@ impl Spare {
         match Marks::new() {
             Ok(marks) => Some(Spare {
                 marks,
-                cleanup_tree: BTreeSet::new(),
+                cleanups: BTreeSet::new(),
+                cleanup_tree: BTreeMap::new(),
             }),
             Err(e) => {
                 crate::verbose!("no marks for an inner reap ({e}): it is not spared");
@@ -173,44 +206,51 @@ impl Spare {
         self.marks.export(std::env::var_os(VAR).as_deref())
     }
 
-    /// Whether any process holds one of the marks (see [`Marks::any_held`]):
-    /// if not, nothing is guarded and nothing need be read.
+    /// Whether any process holds one of the marks (see [`Marks::any_held`])
+    /// or a cleanup written in may live: if not, nothing is guarded and
+    /// nothing need be read.
     pub fn any_held(&self) -> bool {
-        self.marks.any_held()
+        !self.cleanups.is_empty() || self.marks.any_held()
     }
 
     /// The live processes of `tree` (a walk of this process's descendants)
     /// that an inner reap guards. Every mark is read after the walk: a
     /// process the walk found was started after its parent took its mark
-    /// (reap marks itself before it starts the cleanup), so it is seen.
+    /// (reap marks itself before it starts the cleanup), so it is seen. The
+    /// cleanups written in are read after the marks: one whose reap no
+    /// longer holds the mark was written in before it let go.
     pub fn guarded(&mut self, tree: &[Proc]) -> BTreeSet<i32> {
-        let parent: BTreeMap<i32, i32> = tree.iter().map(|p| (p.pid, p.ppid)).collect();
-        let start: BTreeMap<i32, u64> = tree.iter().map(|p| (p.pid, p.start)).collect();
-        let mut held: BTreeMap<i32, Held> = BTreeMap::new();
-        let marks = &self.marks;
-        let mut held_of = |pid: i32| *held.entry(pid).or_insert_with(|| marks.held(pid));
+        let live: BTreeMap<i32, &Proc> = (tree.iter().filter(|p| !p.is_zombie()))
+            .map(|p| (p.pid, p))
+            .collect();
+        let held: BTreeMap<i32, Held> = live.keys().map(|&p| (p, self.marks.held(p))).collect();
+        // A cleanup known before the walk is in it while it lives.
+        let lives = |c: &(i32, u64)| live.get(&c.0).is_some_and(|p| p.start == c.1);
+        self.cleanups.retain(lives);
+        self.cleanups.extend(self.marks.written());
+        let cleanups = &self.cleanups;
+        self.cleanup_tree.retain(|_, c| cleanups.contains(c));
         let mut guarded = BTreeSet::new();
-        for p in tree.iter().filter(|p| !p.is_zombie()) {
-            if held_of(p.pid).back {
+        for p in live.values() {
+            if held.get(&p.pid).is_some_and(|h| h.back) {
                 guarded.insert(p.pid);
                 continue;
             }
             // Up the tree, to our own children (we hold the marks
             // ourselves): a cleanup's, or below one?
-            let mut at = Some(p.pid);
-            while let Some(pid) = at {
-                let remembered = start
-                    .get(&pid)
-                    .is_some_and(|&s| self.cleanup_tree.contains(&(pid, s)));
-                if remembered || held_of(pid).cleanup {
+            let mut at = Some(*p);
+            while let Some(a) = at {
+                let id = (a.pid, a.start);
+                let cleanup =
+                    (cleanups.get(&id).copied()).or_else(|| self.cleanup_tree.get(&id).copied());
+                if let Some(c) = cleanup {
+                    self.cleanup_tree.insert((p.pid, p.start), c);
+                }
+                if cleanup.is_some() || held.get(&a.pid).is_some_and(|h| h.cleanup) {
                     guarded.insert(p.pid);
-                    self.cleanup_tree.insert((p.pid, p.start));
                     break;
                 }
-                at = parent
-                    .get(&pid)
-                    .copied()
-                    .filter(|pp| start.contains_key(pp));
+                at = live.get(&a.ppid).copied();
             }
         }
         guarded
@@ -255,15 +295,36 @@ pub enum Role {
     Cleanup,
 }
 
+/// The marks a process opened, close-on-exec: held while this lives.
+#[derive(Default)]
+pub struct Marked(Vec<OwnedFd>);
+
+impl Marked {
+    /// For how many gracefuls.
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Write the cleanup's first process into each cleanup mark: spared,
+    /// and its tree, while it lives (see the module's documentation).
+    pub fn cleanup_is(&self, pid: i32) {
+        let Some(p) = procfs::stat(pid) else { return };
+        let line = format!("{pid}:{}\n", p.start);
+        for fd in &self.0 {
+            // One write below PIPE_BUF: whole, or not at all (a full pipe).
+            let _ = rustix::io::write(fd, line.as_bytes());
+        }
+    }
+}
+
 /// Mark this process for every graceful its environment names (see the
-/// module's documentation). The marks stay open as long as the process
-/// lives; `across_exec`: also across an `execve` (the cleanup that replaces
-/// reap's back). How many gracefuls it is marked for.
-pub fn mark(role: Role, across_exec: bool) -> usize {
+/// module's documentation), until it drops what this returns or ends
+/// (an `execve` closes the marks).
+pub fn mark(role: Role) -> Marked {
+    let mut marked = Marked::default();
     let Some(value) = std::env::var_os(VAR) else {
-        return 0;
+        return marked;
     };
-    let mut marked = 0;
     for e in parse(&value.to_string_lossy()) {
         // The graceful named, not a later owner of its pid.
         if procfs::stat(e.pid).map(|p| p.start) != Some(e.start) {
@@ -275,8 +336,10 @@ pub fn mark(role: Role, across_exec: bool) -> usize {
         };
         let path = format!("/proc/{}/fd/{fd}", e.pid);
         // For writing: the read end graceful keeps then polls no POLLHUP
-        // (Spare::any_held). Never written to. Non-blocking: a FIFO's open
-        // waits for a reader otherwise (graceful is one while it lives).
+        // (Spare::any_held); written to by Marked::cleanup_is alone.
+        // Non-blocking: a FIFO's open waits for a reader otherwise
+        // (graceful is one while it lives), and so does a write to a full
+        // pipe.
         let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
         let Ok(opened) = rustix::fs::open(path.as_str(), flags, Mode::empty()) else {
             continue;
@@ -287,12 +350,7 @@ pub fn mark(role: Role, across_exec: bool) -> usize {
         if !fifo || procfs::stat(e.pid).map(|p| p.start) != Some(e.start) {
             continue;
         }
-        if across_exec {
-            let _ = rustix::io::fcntl_setfd(opened.as_fd(), rustix::io::FdFlags::empty());
-        }
-        // Held until this process ends.
-        std::mem::forget(opened);
-        marked += 1;
+        marked.0.push(opened);
     }
     marked
 }
@@ -339,10 +397,19 @@ mod tests {
         };
         assert_eq!(count(&marks.back_link), 1, "graceful's own read end");
         assert!(!marks.any_held(), "no write end is open");
-        assert_eq!(mark(Role::Back, false), 1);
+        let marked = mark(Role::Back);
+        assert_eq!(marked.count(), 1);
         assert!(marks.any_held(), "the write end opened by path");
         assert_eq!(count(&marks.back_link), 2, "and the one opened by path");
         assert_eq!(count(&marks.cleanup_link), 1, "not the cleanup mark");
+        drop(marked);
+        assert!(!marks.any_held(), "dropped, the mark is let go");
+        let me = procfs::own_pid();
+        mark(Role::Cleanup).cleanup_is(me);
+        assert!(marks.any_held(), "let go, but a cleanup is written in");
+        let start = procfs::stat(me).unwrap().start;
+        assert_eq!(marks.written(), [(me, start)]);
+        assert!(!marks.any_held(), "read");
         std::env::remove_var(VAR);
         let exported = marks.export(Some(OsStr::new("1:2:3:4 bad")));
         let text = exported.to_string_lossy();
