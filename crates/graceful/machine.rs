@@ -140,6 +140,11 @@ impl Machine {
         }
     }
 
+    /// A trigger came: the stop delay, the grace or the kill runs.
+    pub fn stopping(&self) -> bool {
+        !matches!(self.state, State::Running | State::Done)
+    }
+
     /// Whether the kill signal has been sent.
     pub fn killed(&self) -> bool {
         matches!(self.state, State::Killing | State::Done)

@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::machine::{Action, Event, Machine};
 use pgkit::child::Job;
 use pgkit::events;
-use pgkit::notify::Relay;
+use pgkit::notify::{Extension, Relay};
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::{self, JobControl};
 use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
@@ -45,6 +45,8 @@ pub struct Supervisor<'a> {
     waiting_below: bool,
     /// COMMAND's notification socket, relayed to systemd's.
     relay: Option<Relay>,
+    /// The unit's stop timeout, extended while graceful stops.
+    extension: Extension,
     /// The trigger whose `signal` event is written right after the stop
     /// signal is sent (its write(2) is not on the signal's path).
     trigger: Cell<Option<(Signal, i32)>>,
@@ -78,6 +80,7 @@ impl<'a> Supervisor<'a> {
             blind_warned: false,
             waiting_below: false,
             relay,
+            extension: Extension::default(),
             trigger: Cell::new(None),
             below,
             stop_sent_at: None,
@@ -438,7 +441,20 @@ impl<'a> Supervisor<'a> {
         // Where no descriptor and no signal can tell of a member's exit
         // (kernels without pidfds), a look again later: the one bounded
         // exception to "no wake-up unless something happened".
-        let recheck = self.recheck.and_then(|step| now.checked_add(step));
+        let mut recheck = self.recheck.and_then(|step| now.checked_add(step));
+        // Under a service manager, while stopping: the unit's stop timeout
+        // extended to the grace (pgkit's Extension), slice by slice with
+        // none (`inf`, the kill being waited for).
+        if let Some(relay) = self.relay.as_ref().filter(|_| self.machine.stopping()) {
+            let (by, again) = self.extension.next(self.machine.deadline(), now);
+            if let Some(by) = by {
+                relay.extend(u64::try_from(by.as_millis()).unwrap_or(u64::MAX));
+            }
+            recheck = match (recheck, again) {
+                (Some(r), Some(a)) => Some(r.min(a)),
+                (r, a) => r.or(a),
+            };
+        }
         let due = match (self.machine.deadline(), recheck) {
             (Some(d), Some(r)) => Some(d.min(r)),
             (d, r) => d.or(r),

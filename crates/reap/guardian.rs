@@ -31,8 +31,9 @@
 //! sender, `si_code`), written whole (atomic below `PIPE_BUF`). Back to
 //! front, a second pipe carries 8-byte records (tag, value) for what the
 //! front must act on at once: each stop of COMMAND by the terminal, which
-//! the front repeats on itself so the shell sees the job stopped, and the
-//! start of the cleanup (STOPPING=1 to a service manager). The front never
+//! the front repeats on itself so the shell sees the job stopped, the
+//! start of the cleanup (STOPPING=1 to a service manager), and how long
+//! reap still needs to stop (EXTEND_TIMEOUT_USEC=, the value in ms). The front never
 //! blocks on either: both ends are non-blocking, and once the back is gone
 //! or has become the cleanup (`--exec-cleanup`) the records are dropped,
 //! which is what the contract wants then.
@@ -69,6 +70,8 @@ const NEWS: usize = 8;
 /// The tags of the back's records.
 const STOPPED: u32 = 1;
 const STOPPING: u32 = 2;
+/// Extend the unit's stop timeout by the value, in ms.
+const EXTEND: u32 = 3;
 
 /// The slots of the board, each written once by the back.
 #[derive(Clone, Copy)]
@@ -125,6 +128,7 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
     let (ctl_read, ctl_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
     let board = Board::new().map_err(|e| Error::sys("map a page for the subreaper process", e))?;
     let front_pgid = tty::own_group();
+    let front_pid = std::process::id() as i32;
     // If the back dies, its orphans (COMMAND first) come to the front, not
     // to init, and it can still keep the promise. Before the fork, as the
     // front's signalfd: where either is refused, the back's would be too
@@ -198,6 +202,7 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
                     to_front: Rc::new(File::from(ctl_write)),
                     board: Rc::new(board),
                     front_pgid,
+                    front_pid,
                     relays: false,
                 },
                 signals,
@@ -513,6 +518,11 @@ impl Front {
                             relay.send("STOPPING=1");
                         }
                     }
+                    EXTEND => {
+                        if let Some(relay) = &self.relay {
+                            relay.extend(u64::try_from(value).unwrap_or(0));
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -637,6 +647,8 @@ pub struct ToFront {
     /// The front's process group: the shell's job, which gets the terminal
     /// back while COMMAND is stopped or gone.
     pub front_pgid: i32,
+    /// The front's pid (the process the supervisor started).
+    pub front_pid: i32,
     /// The front relays COMMAND's notification socket (see [`ToFront::stopping`]).
     pub relays: bool,
 }
@@ -690,6 +702,14 @@ impl ToFront {
         // front.
         if self.relays {
             self.send(STOPPING, 0);
+        }
+    }
+
+    /// reap needs `ms` more to stop: the front extends the unit's stop
+    /// timeout (EXTEND_TIMEOUT_USEC=).
+    pub fn extend(&self, ms: u64) {
+        if self.relays {
+            self.send(EXTEND, i32::try_from(ms).unwrap_or(i32::MAX));
         }
     }
 

@@ -260,6 +260,10 @@ pub struct Machine {
     /// actions of the last event were carried out (the stop signal sent),
     /// not started yet: [`Machine::sent`] starts it.
     unstarted: Option<Duration>,
+    /// When the first stop request came (`stop_unstarted`: at the moment
+    /// the actions of the last event were carried out, not read yet).
+    stop_at: Option<Instant>,
+    stop_unstarted: bool,
 }
 
 impl Machine {
@@ -279,6 +283,8 @@ impl Machine {
             takeover: false,
             reported: None,
             unstarted: None,
+            stop_at: None,
+            stop_unstarted: false,
         }
     }
 
@@ -363,6 +369,34 @@ impl Machine {
         }
     }
 
+    /// reap is stopping: a stop request came (and was passed on, or is held
+    /// by `--stop-delay`), or the cleanup runs (or its leftovers are swept).
+    pub fn stopping(&self) -> bool {
+        self.cancel
+            || matches!(
+                self.phase,
+                Phase::Cleanup { .. }
+                    | Phase::Sweep {
+                        for_command: false,
+                        ..
+                    }
+            )
+    }
+
+    /// When the first stop request came, if one did.
+    pub fn stop_at(&self) -> Option<Instant> {
+        self.stop_at
+    }
+
+    /// The first stop request came `now` (`None`: at the moment the
+    /// actions are carried out, see [`Machine::sent`]).
+    fn mark_stop(&mut self, now: Option<Instant>) {
+        if self.stop_at.is_none() {
+            self.stop_at = now;
+            self.stop_unstarted = now.is_none();
+        }
+    }
+
     /// The next instant at which something happens by itself: the end of
     /// a grace, or the cleanup's timeout.
     pub fn deadline(&self) -> Option<Instant> {
@@ -400,9 +434,16 @@ impl Machine {
     /// The actions of the last event are carried out: a deadline that
     /// counts from then starts at `now` (called only if there is one).
     pub fn sent(&mut self, now: impl FnOnce() -> Instant) {
+        if self.unstarted.is_none() && !self.stop_unstarted {
+            return;
+        }
+        let now = now();
+        if std::mem::take(&mut self.stop_unstarted) {
+            self.stop_at = Some(now);
+        }
         if let Some(after) = self.unstarted.take() {
             if let Phase::Run { deadline } = &mut self.phase {
-                *deadline = now().checked_add(after);
+                *deadline = now.checked_add(after);
             }
         }
     }
@@ -537,6 +578,7 @@ impl Machine {
         }
         if let Some(delay) = self.params.stop_delay.filter(|_| !self.cancel) {
             self.cancel = true;
+            self.mark_stop(now);
             self.delayed = Some((sig, from));
             self.phase = Phase::Run {
                 deadline: self.start(now, Some(delay)),
@@ -562,6 +604,7 @@ impl Machine {
         }
         if !self.cancel {
             self.cancel = true;
+            self.mark_stop(now);
             self.stop_sig = sig;
             self.phase = Phase::Run {
                 deadline: self.start(now, self.params.grace),
@@ -616,6 +659,7 @@ impl Machine {
                 if for_command && stage == Stage::Wait && self.params.is_stop_request(sig) =>
             {
                 self.cancel = true;
+                self.mark_stop(Some(now));
                 let mut actions = vec![Action::Say(Note::StoppingLeftovers(sig, from))];
                 actions.extend(self.sweep(Stage::Stop(self.grace_from(now)), true));
                 actions

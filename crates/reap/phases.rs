@@ -25,7 +25,7 @@ use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal::Terminal;
 use pgkit::child::Job;
-use pgkit::notify::{Leftover, Relay, Service};
+use pgkit::notify::{Extension, Leftover, Relay, Service};
 use pgkit::outlet::Outlet;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
@@ -245,6 +245,13 @@ pub struct Back<'a> {
     /// The cleanup's failure is said by another line already (its
     /// timeout's, or the front's summary after taking over).
     result_said: bool,
+    /// The unit's stop timeout, extended while reap stops.
+    extension: Extension,
+    /// The front was lost: `Some(None)` with no stop request before, else
+    /// how long after it (for the `exit` event).
+    front_killed: Option<Option<Duration>>,
+    /// The front's loss cut COMMAND's grace (its tree killed at once).
+    cut: bool,
     /// The vectors of events and actions used up, freed later.
     /// This wake's events and the actions of one (kept: see [`KEPT`]).
     events: Vec<Event>,
@@ -280,6 +287,9 @@ impl<'a> Back<'a> {
             kill_logged: false,
             usage: None,
             result_said: false,
+            extension: Extension::default(),
+            front_killed: None,
+            cut: false,
             events: Vec::with_capacity(KEPT),
             actions: Vec::with_capacity(KEPT),
         }
@@ -322,6 +332,54 @@ impl<'a> Back<'a> {
             (None, Some(relay)) => relay.send("STOPPING=1"),
             (None, None) => {}
         }
+    }
+
+    /// Under a service manager (`NOTIFY_SOCKET`), while reap stops: the
+    /// unit's stop timeout extended to reap's own budget (pgkit's
+    /// [`Extension`]), sent by the front (the unit's main process) or,
+    /// without one, by this process. Returns when to extend again.
+    fn extend(&mut self) -> Option<Instant> {
+        let relays = self.to_front.as_ref().is_some_and(|f| f.relays);
+        if !(relays || self.inbox.relay.is_some()) || !self.machine.stopping() {
+            return None;
+        }
+        let (by, again) = (self.extension).next(self.machine.deadline(), Instant::now());
+        let ms = by.map(|by| u64::try_from(by.as_millis()).unwrap_or(u64::MAX));
+        match (ms, &self.to_front, &self.inbox.relay) {
+            (Some(ms), Some(front), _) => front.extend(ms),
+            (Some(ms), None, Some(relay)) => relay.extend(ms),
+            _ => {}
+        }
+        again
+    }
+
+    /// The front was lost (the process the supervisor started was killed):
+    /// said once its actions are carried out, COMMAND's tree killed. One
+    /// line even without -v where the kill cut COMMAND's grace.
+    fn front_lost(&mut self) {
+        let stopping = self.machine.stop_at().map(|at| at.elapsed());
+        self.front_killed = Some(stopping);
+        if !std::mem::take(&mut self.cut) {
+            return;
+        }
+        let pid = self.to_front.as_ref().map_or(0, |f| f.front_pid);
+        let when = match stopping {
+            Some(d) => format!(
+                "{:.1}s after the stop request, before the grace ({}) ran out",
+                d.as_secs_f64(),
+                self.config.grace
+            ),
+            None => "with no stop request before it".to_string(),
+        };
+        let then = if self.config.cleanup_argv().is_some() {
+            ", then the cleanup runs"
+        } else {
+            ""
+        };
+        pgkit::warn!(
+            "the process the supervisor started (pid {pid}) was killed {when}: COMMAND's tree \
+             is killed at once{then}"
+        );
     }
 
     /// From COMMAND's start to the cleanup's end; returns reap's final
@@ -496,15 +554,17 @@ impl<'a> Back<'a> {
                     continue;
                 }
             }
+            let resend = self.extend();
+            let deadline = match (self.machine.deadline(), resend) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let watched = self.leader.as_ref().filter(|c| c.exit_status().is_none());
             let cgroup = (self.sweeper.cgroup())
                 .filter(|_| matches!(self.machine.phase(), Phase::Sweep { .. }))
                 .map(|c| c.events_fd());
-            self.inbox.wait(
-                watched.and_then(|c| c.pidfd()),
-                cgroup,
-                self.machine.deadline(),
-            );
+            self.inbox
+                .wait(watched.and_then(|c| c.pidfd()), cgroup, deadline);
             signals_only = false;
         }
     }
@@ -523,6 +583,9 @@ impl<'a> Back<'a> {
         self.machine.sent(Instant::now);
         if actions.capacity() >= self.actions.capacity() {
             self.actions = actions;
+        }
+        if event == Event::FrontLost && self.front_killed.is_none() {
+            self.front_lost();
         }
     }
 
@@ -839,10 +902,13 @@ impl<'a> Back<'a> {
             Action::Exit(status) => {
                 self.remove_cgroup();
                 let usage = self.usage.unwrap_or_default();
+                let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
                 events::exit_with(
                     status.shell_code(),
                     self.machine.cause().name(),
+                    self.front_killed.is_some(),
                     &[
+                        ("stopping_ms", self.front_killed.flatten().map(ms)),
                         ("cpu_usec", usage.cpu_usec),
                         ("user_usec", usage.user_usec),
                         ("system_usec", usage.system_usec),
@@ -1128,11 +1194,13 @@ impl<'a> Back<'a> {
                 self.config.grace
             ),
             Note::FrontLostKillTree => {
+                self.cut = true;
                 verbose!("the front process is gone: killing COMMAND's tree at once")
             }
             Note::GraceOverKillTree => verbose!("grace over: killing COMMAND's tree"),
             Note::KeepOrphans => verbose!("waiting for leftovers to exit (--keep-orphans)"),
             Note::FrontLostKillAll => {
+                self.cut = true;
                 verbose!("the front process is gone: killing every descendant at once")
             }
             Note::StoppingLeftovers(sig, from) => {

@@ -686,3 +686,60 @@ fn a_back_lost_right_after_spawning_the_cleanup_leaves_it_to_run_once() {
         TIMEOUT,
     );
 }
+
+/// The supervisor's kill before reap's grace ran out (a CI agent's grace
+/// shorter than reap's): one line without -v, and the `exit` event, say
+/// that the process the supervisor started was killed and how long after
+/// the stop request.
+#[test]
+fn a_kill_within_the_grace_says_how_long_command_had_been_stopping() {
+    let dir = temp_dir("reap-cut");
+    let events = dir.join("events");
+    let mut run = reap(["--grace", "35s", "-c", "true", "--events"])
+        .arg(&events)
+        .arg("--")
+        .args([sigprobe(), "--exit-on".into(), "none".into()])
+        .stderr_piped()
+        .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    let back = back_of(run.pid());
+    let mut guard = Guard::new();
+    guard.watch_tree(back);
+    guard.watch(probe.pid);
+    run.signal(libc::SIGTERM);
+    run.expect_line("got TERM", TIMEOUT);
+    std::thread::sleep(Duration::from_millis(1000));
+    run.signal(libc::SIGKILL);
+    let stderr = run.stderr_all();
+    procfs::wait_until("the back's exit event", TIMEOUT, || {
+        std::fs::read_to_string(&events).is_ok_and(|s| s.contains("\"event\":\"exit\""))
+    });
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("the process the supervisor started"))
+        .unwrap_or_else(|| panic!("no line says the kill:\n{stderr}"));
+    let front = run.pid();
+    assert!(
+        line.contains(&format!("(pid {front}) was killed "))
+            && line.contains("s after the stop request, before the grace (35s) ran out")
+            && line.contains("COMMAND's tree is killed at once, then the cleanup runs"),
+        "{line}"
+    );
+    let log = std::fs::read_to_string(&events).unwrap();
+    let exit = log
+        .lines()
+        .find(|l| l.contains("\"event\":\"exit\""))
+        .unwrap();
+    assert!(
+        exit.contains("\"cause\":\"cancel\",") && exit.contains("\"killed\":true"),
+        "{exit}"
+    );
+    let ms: u64 = exit
+        .split("\"stopping_ms\":")
+        .nth(1)
+        .and_then(|r| r.split([',', '}']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no stopping_ms: {exit}"));
+    assert!((1000..35_000).contains(&ms), "{exit}");
+    drop(guard);
+}

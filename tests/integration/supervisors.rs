@@ -622,3 +622,93 @@ fn packaged_notify_example_is_ready_and_fed_through_graceful() {
     m.stop(unit);
     assert_ended(&m, unit, "success", "1", "0");
 }
+
+// ---------------------------------------------------------------------------------------------
+// TimeoutStopSec= shorter than the tool's budget: EXTEND_TIMEOUT_USEC= with NotifyAccess=main.
+
+/// Start `unit` (its job is `ready-wait`), stop it; returns its output
+/// directory and the journal.
+fn stop_after_ready(m: &Manager, unit: &str) -> (std::path::PathBuf, String) {
+    let out = m.out(unit);
+    m.start(unit);
+    wait_for(&out.join("ready"), "ready");
+    m.stop(unit);
+    let journal = m.journal(unit);
+    (out, journal)
+}
+
+/// systemd's own kill at TimeoutStopSec=, as its journal says it.
+fn systemd_timed_out(journal: &str) -> bool {
+    journal.contains("timed out. Killing") || journal.contains("with signal SIGKILL")
+}
+
+#[test]
+fn reap_extends_the_stop_timeout_for_its_cleanup() {
+    let Some(m) = manager("reap_extends_the_stop_timeout_for_its_cleanup") else {
+        return;
+    };
+    let unit = "reap-extend.service";
+    let (out, journal) = stop_after_ready(&m, unit);
+    assert_eq!(
+        read(&out.join("cleanup")),
+        "done\n",
+        "the 4 s cleanup completes under TimeoutStopSec=2:\n{journal}"
+    );
+    assert!(
+        !systemd_timed_out(&journal),
+        "systemd had to kill:\n{journal}"
+    );
+    // The job exited 0 on TERM, the cleanup with 0.
+    assert_ended(&m, unit, "success", "1", "0");
+}
+
+#[test]
+fn reap_without_notify_access_its_cleanup_is_killed_at_the_stop_timeout() {
+    let test = "reap_without_notify_access_its_cleanup_is_killed_at_the_stop_timeout";
+    let Some(m) = manager(test) else {
+        return;
+    };
+    let unit = "reap-extend-plain.service";
+    let (out, journal) = stop_after_ready(&m, unit);
+    assert_eq!(
+        read(&out.join("cleanup")),
+        "",
+        "systemd killed the cleanup:\n{journal}"
+    );
+    assert!(systemd_timed_out(&journal), "{journal}");
+}
+
+#[test]
+fn graceful_extends_the_stop_timeout_for_its_grace() {
+    let Some(m) = manager("graceful_extends_the_stop_timeout_for_its_grace") else {
+        return;
+    };
+    let unit = "graceful-extend.service";
+    let (out, journal) = stop_after_ready(&m, unit);
+    assert_eq!(
+        read(&out.join("job")),
+        "done\n",
+        "COMMAND, 3 s to stop, gets them under TimeoutStopSec=2:\n{journal}"
+    );
+    assert!(
+        !systemd_timed_out(&journal),
+        "systemd had to kill:\n{journal}"
+    );
+    assert_ended(&m, unit, "success", "1", "0");
+}
+
+#[test]
+fn graceful_without_notify_access_command_is_killed_at_the_stop_timeout() {
+    let test = "graceful_without_notify_access_command_is_killed_at_the_stop_timeout";
+    let Some(m) = manager(test) else {
+        return;
+    };
+    let unit = "graceful-extend-plain.service";
+    let (out, journal) = stop_after_ready(&m, unit);
+    assert_eq!(
+        read(&out.join("job")),
+        "",
+        "systemd killed COMMAND:\n{journal}"
+    );
+    assert!(systemd_timed_out(&journal), "{journal}");
+}

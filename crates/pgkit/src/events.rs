@@ -430,18 +430,23 @@ pub fn cleanup_exited(pid: i32, status: crate::Status) {
 
 /// `exit`: the tool's own status as a shell will report it, and why.
 pub fn exit(status: i32, cause: &str) {
-    exit_with(status, cause, &[]);
+    exit_with(status, cause, false, &[]);
 }
 
 /// [`exit`] with more counts (reap's `--cgroup`: the job's CPU time and
-/// memory peak); a count without a value is left out.
-pub fn exit_with(status: i32, cause: &str, counts: &[(&str, Option<u64>)]) {
+/// memory peak; how long after the stop request the process the supervisor
+/// started was killed), a count without a value left out; `killed`: that
+/// process was killed.
+pub fn exit_with(status: i32, cause: &str, killed: bool, counts: &[(&str, Option<u64>)]) {
     let dropped = dropped();
     let mut fields = vec![
         ("status", Value::Int(status.into())),
         ("cause", Value::Str(cause)),
         ("dropped", Value::Int(dropped as i64)),
     ];
+    if killed {
+        fields.push(("killed", Value::Bool(true)));
+    }
     for &(name, value) in counts {
         if let Some(v) = value {
             fields.push((name, Value::Int(i64::try_from(v).unwrap_or(i64::MAX))));

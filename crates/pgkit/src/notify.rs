@@ -52,6 +52,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// The largest message systemd reads (its `NOTIFY_BUFFER_MAX`, `PIPE_BUF`).
 pub const MAX_MESSAGE: usize = 4096;
@@ -205,6 +206,17 @@ impl Relay {
         }
     }
 
+    /// The tool needs `ms` more to stop: the service manager's stop timeout
+    /// is extended to at least that from now (`EXTEND_TIMEOUT_USEC=`, heard
+    /// under `NotifyAccess=main` from the unit's main process).
+    pub fn extend(&self, ms: u64) {
+        crate::verbose!(
+            "EXTEND_TIMEOUT_USEC= to the service manager: {}",
+            crate::Timeout::After(Duration::from_millis(ms))
+        );
+        self.send(&format!("EXTEND_TIMEOUT_USEC={}", ms.saturating_mul(1000)));
+    }
+
     /// Relay every message waiting on the socket; never blocks.
     pub fn relay(&mut self) {
         let mut buf = vec![0u8; MAX_MESSAGE + 1];
@@ -346,6 +358,51 @@ pub fn open() -> Option<Relay> {
             crate::warn!("{warning}");
             None
         }
+    }
+}
+
+/// What an extension of the unit's stop timeout adds to the tool's own
+/// deadline: the step from one deadline to the next (a kill, the cleanup's
+/// start), which has none.
+pub const EXTEND_MARGIN: Duration = Duration::from_secs(5);
+/// Where the tool has no deadline of its own while it stops (`inf`, a kill
+/// being waited for), the stop timeout is extended by this much at a time,
+/// again when half of it is left.
+pub const EXTEND_SLICE: Duration = Duration::from_secs(10);
+
+/// The unit's stop timeout (`TimeoutStopSec=`), extended while the tool
+/// stops to its own budget (`EXTEND_TIMEOUT_USEC=`, sd_notify(3)): systemd
+/// then fires its timeout that long after the message, never sooner than it
+/// would have. With a deadline (a grace, a cleanup's timeout), once for it,
+/// up to it plus [`EXTEND_MARGIN`]; with none, [`EXTEND_SLICE`] at a time.
+#[derive(Debug, Default)]
+pub struct Extension {
+    /// The deadline last extended for, and until when.
+    extended_for: Option<Instant>,
+    until: Option<Instant>,
+}
+
+impl Extension {
+    /// While the tool stops, with its next `deadline`: by how much to
+    /// extend now, if at all, and when to look again (`None`: at the next
+    /// deadline, or never).
+    pub fn next(
+        &mut self,
+        deadline: Option<Instant>,
+        now: Instant,
+    ) -> (Option<Duration>, Option<Instant>) {
+        let half = EXTEND_SLICE / 2;
+        let (by, again) = match deadline {
+            Some(d) if self.extended_for == Some(d) => return (None, None),
+            Some(d) => (d.saturating_duration_since(now) + EXTEND_MARGIN, None),
+            None => match self.until.filter(|&u| u > now + half) {
+                Some(until) => return (None, Some(until - half)),
+                None => (EXTEND_SLICE, Some(now + half)),
+            },
+        };
+        self.extended_for = deadline;
+        self.until = Some(now + by);
+        (Some(by), again)
     }
 }
 
@@ -579,6 +636,22 @@ mod tests {
         );
         assert_eq!((s.notify.clone(), s.listen, s.watchdog), (None, None, true));
         assert!(Service::of(7, vars(&[]), None).is_empty());
+    }
+
+    #[test]
+    fn extensions() {
+        let t = Instant::now();
+        let s = Duration::from_secs;
+        let mut e = Extension::default();
+        // A grace of 30 s: once, to its end and the margin.
+        assert_eq!(e.next(Some(t + s(30)), t), (Some(s(35)), None));
+        assert_eq!(e.next(Some(t + s(30)), t + s(1)), (None, None));
+        // Past it, no deadline: a slice once less than half of one is left.
+        assert_eq!(e.next(None, t + s(29)), (None, Some(t + s(30))));
+        assert_eq!(e.next(None, t + s(31)), (Some(s(10)), Some(t + s(36))));
+        assert_eq!(e.next(None, t + s(32)), (None, Some(t + s(36))));
+        // A cleanup's timeout: to its end and the margin.
+        assert_eq!(e.next(Some(t + s(100)), t + s(40)), (Some(s(65)), None));
     }
 
     #[test]
