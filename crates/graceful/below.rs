@@ -52,6 +52,12 @@ impl Below {
 
     /// Walk the tree and mark what an inner reap guards. `None` without a
     /// usable `/proc`.
+    /// What wakes graceful past its deadline: an inner reap's cleanup
+    /// has ended (see pgkit's `guard`).
+    pub fn news(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.spare.as_ref().and_then(Spare::news)
+    }
+
     pub fn walk(&mut self) -> Option<Walk> {
         let tree = descend::descendants()?;
         let guarded = match self.spare.as_mut() {

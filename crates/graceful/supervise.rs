@@ -469,6 +469,9 @@ impl<'a> Supervisor<'a> {
             fds.push(fd.as_fd());
         }
         fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
+        if self.machine.killed() {
+            fds.extend(self.below.news());
+        }
         poll::wait(&fds, deadline);
     }
 }

@@ -74,6 +74,8 @@ fn run() -> ! {
 
     // The back's note of the front's socket, to remove if the front is killed.
     let mut leftover = None;
+    // Held while the back lives (--exec-cleanup's exec closes them).
+    let mut back_marks = pgkit::guard::Marked::default();
     let (link, to_front, signals) = if reap::is_pid1() {
         verbose!("running as PID 1: reaping every orphan of the namespace");
         (None, None, None)
@@ -129,9 +131,7 @@ fn run() -> ! {
                     let n = marked.count();
                     verbose!("marked as reap's subreaper process for {n} outer graceful(s)");
                 }
-                // Held while this process lives (--exec-cleanup's exec
-                // closes it).
-                std::mem::forget(marked);
+                back_marks = marked;
                 (Some(link), Some(to_front), Some(signals))
             }
         }
@@ -157,6 +157,7 @@ fn run() -> ! {
     let status = Back::new(&config, &startup, inbox, terminal, handed_over, to_front)
         .with_service(service)
         .with_cgroup(cgroup)
+        .with_back_marks(back_marks)
         .run();
     exit::finish(status)
 }

@@ -228,6 +228,8 @@ pub struct Back<'a> {
     /// The cleanup mark of the outer gracefuls (pgkit::guard), held while
     /// the cleanup runs.
     cleanup_mark: pgkit::guard::Marked,
+    /// This process's back marks, held while it lives.
+    back_marks: pgkit::guard::Marked,
     /// The final status, once the machine said it.
     exit: Option<Status>,
     /// What systemd's variables become for COMMAND and the cleanup.
@@ -279,6 +281,7 @@ impl<'a> Back<'a> {
             leader: None,
             hinted: false,
             cleanup_mark: Default::default(),
+            back_marks: Default::default(),
             exit: None,
             service: Service::default(),
             last_stop: None,
@@ -319,6 +322,11 @@ impl<'a> Back<'a> {
     }
 
     /// Start COMMAND with systemd's variables made its own.
+    pub fn with_back_marks(mut self, marks: pgkit::guard::Marked) -> Back<'a> {
+        self.back_marks = marks;
+        self
+    }
+
     pub fn with_service(mut self, service: Service) -> Back<'a> {
         self.service = service;
         self
@@ -699,6 +707,7 @@ impl<'a> Back<'a> {
         if let Some(status) = exited {
             // What the cleanup left is not spared (pgkit::guard).
             self.cleanup_mark = Default::default();
+            self.back_marks.cleanup_ended();
             events::cleanup_exited(child.pid(), status);
             self.cleanup_logged = true;
             return self.feed(Event::CleanupExited(status));

@@ -483,6 +483,42 @@ fn what_an_exec_cleanup_leaves_is_not_spared_once_it_has_ended() {
     guard.wait_all_gone("nothing is left", TIMEOUT);
 }
 
+/// The same with a cleanup reap starts as its child: once the cleanup's
+/// first process has ended, what it left (a probe that ignores TERM) is
+/// spared no more, and graceful, past its deadline, kills it then, not when
+/// reap's own 30 s grace for leftovers runs out.
+#[test]
+fn what_a_cleanup_leaves_is_killed_once_it_has_ended() {
+    let probe = sigprobe();
+    let cleanup = format!("{probe} --role left --exit-on none & echo leftover=$!; sleep 0.5");
+    let mut run = Run::new(bin("graceful"))
+        .args(["-g", "1", "--", bin("reap").to_str().unwrap()])
+        .args(["--grace", "30", "--cleanup", &cleanup])
+        .args(["--", &probe, "--exit-on", "none"])
+        .stderr_piped()
+        .spawn();
+    run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    let line = run.expect_line("leftover=", TIMEOUT + SLACK);
+    let leftover = crate::reap_kit::field(&line, "leftover");
+    guard.watch(leftover);
+    while run.try_exit().is_none() && sent.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = sent.elapsed();
+    let left = procfs::alive(leftover);
+    run.kill_all();
+    let err = run.stderr_all();
+    assert!(
+        took < Duration::from_secs(20) && !left,
+        "graceful ran {took:?} after TERM, the cleanup's leftover alive: {left}: {err}"
+    );
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+}
+
 /// `graceful -- reap [--exec-cleanup] --cleanup-exec PROBE --status ; --
 /// true`: the cleanup that replaces reap's back holds the same descriptors
 /// as the one reap starts as a child, no descriptor of graceful's (design.md,

@@ -179,6 +179,9 @@ pub struct Spare {
     /// The cleanups written into the cleanup mark (pid, start time), while
     /// they live.
     cleanups: BTreeSet<(i32, u64)>,
+    /// The back mark read end of file: no inner reap holds it any more, so
+    /// a wait on it would return at once (see [`Spare::news`]).
+    backs_gone: bool,
     /// Processes spared as part of a written cleanup's tree, and that
     /// cleanup (pid, start time): one re-parented elsewhere (a cleanup's
     /// child whose parent died) stays spared while the cleanup lives.
@@ -193,12 +196,22 @@ impl Spare {
                 marks,
                 cleanups: BTreeSet::new(),
                 cleanup_tree: BTreeMap::new(),
+                backs_gone: false,
             }),
             Err(e) => {
                 crate::verbose!("no marks for an inner reap ({e}): it is not spared");
                 None
             }
         }
+    }
+
+    /// What a wait watches once the deadline has passed: the back mark's
+    /// read end, readable when an inner reap's cleanup has ended
+    /// ([`Marked::cleanup_ended`]), so that what it left, spared no more,
+    /// gets the kill at once. `None` once no inner reap holds the mark.
+    pub fn news(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        (!self.backs_gone).then(|| self.marks.back.as_fd())
     }
 
     /// The variable's value for COMMAND (see [`Marks::export`]).
@@ -228,6 +241,18 @@ impl Spare {
         let lives = |c: &(i32, u64)| live.get(&c.0).is_some_and(|p| p.start == c.1);
         self.cleanups.retain(lives);
         self.cleanups.extend(self.marks.written());
+        // The news of ended cleanups, read: this walk is what it asked for.
+        let mut buf = [0u8; 64];
+        loop {
+            match rustix::io::read(&self.marks.back, &mut buf) {
+                Ok(0) => {
+                    self.backs_gone = true;
+                    break;
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
         let cleanups = &self.cleanups;
         self.cleanup_tree.retain(|_, c| cleanups.contains(c));
         let mut guarded = BTreeSet::new();
@@ -303,6 +328,15 @@ impl Marked {
     /// For how many gracefuls.
     pub fn count(&self) -> usize {
         self.0.len()
+    }
+
+    /// The cleanup's first process has ended (said into each back mark):
+    /// an outer graceful past its deadline looks again, and kills what the
+    /// cleanup left.
+    pub fn cleanup_ended(&self) {
+        for fd in &self.0 {
+            let _ = rustix::io::write(fd, b"\n");
+        }
     }
 
     /// Write the cleanup's first process into each cleanup mark: spared,
