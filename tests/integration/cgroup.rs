@@ -679,3 +679,58 @@ fn a_namesake_cgroup_of_another_reap_is_left_alone() {
         "its own cgroup {name} is still there"
     );
 }
+
+/// Beside an inner reap (whose back and cleanup are spared), `--cgroup`'s
+/// KILL goes member by member, once: a member that came after that round
+/// (here a TERM-proof process the test moves into the cgroup) was never
+/// killed, and the sweep waited for it. Now each wake of the KILL stage
+/// kills the members it has not killed yet (by pid and start time); the
+/// inner reap's end wakes it here.
+#[test]
+fn a_member_after_the_kill_round_beside_an_inner_reap_is_killed() {
+    let test = "a_member_after_the_kill_round_beside_an_inner_reap_is_killed";
+    if cgroup_or_skip(test).is_none() {
+        return;
+    }
+    let inner = crate::kit::bin("reap").display().to_string();
+    let script = format!(
+        "{inner} -c 'sleep 3' -- true & (trap '' TERM; exec sleep 100) & echo up; sleep 0.2"
+    );
+    let mut run = reap(["-v", "--cgroup", "--grace", "1", "--", "sh", "-c", &script])
+        .stderr_piped()
+        .spawn();
+    run.expect_line("up", TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    // The KILL stage, member by member.
+    procfs::wait_until("reap's KILL round", TIMEOUT, || {
+        run.stderr_so_far().contains("sent KILL to")
+    });
+    let err = run.stderr_so_far();
+    let cgroup = (err.split("made cgroup ").nth(1))
+        .and_then(|r| r.split(" for COMMAND").next())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no cgroup in {err:?}"));
+    let mut late = std::process::Command::new("sh")
+        .args(["-c", "trap '' TERM; exec sleep 100"])
+        .spawn()
+        .expect("sh");
+    let late_pid = late.id() as i32;
+    guard.watch(late_pid);
+    std::fs::write(cgroup.join("cgroup.procs"), late_pid.to_string()).expect("move it in");
+    let ended = (0..((TIMEOUT + Duration::from_secs(5)).as_millis() / 20))
+        .find(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            run.try_exit().is_some()
+        })
+        .is_some();
+    let alive = procfs::alive(late_pid);
+    let _ = late.kill();
+    let _ = late.wait();
+    assert!(
+        ended && !alive,
+        "reap ended: {ended}, the late member alive: {alive}: {}",
+        run.stderr_so_far()
+    );
+    guard.wait_all_gone("both reaps have ended", TIMEOUT);
+}
