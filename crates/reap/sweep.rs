@@ -66,7 +66,7 @@ pub struct Sweeper {
     /// `--cgroup`: COMMAND's cgroup, until it is removed.
     cgroup: Option<Cgroup>,
     /// The members signalled in this stage (`--cgroup`).
-    members: BTreeSet<(i32, u64)>,
+    members: BTreeSet<i32>,
     /// A child of ours outlived the cgroup's last member: the walk
     /// finds the rest.
     escaped: bool,
@@ -179,7 +179,7 @@ impl Sweeper {
     /// A child of ours was reaped: its pid may be reused from now on.
     pub fn forget(&mut self, pid: i32) {
         self.marks.remove(&pid);
-        self.members.retain(|&(p, _)| p != pid);
+        self.members.remove(&pid);
     }
 
     /// Whether the group of `pinned` must stay pinned (unreaped leader):
@@ -251,8 +251,13 @@ impl Sweeper {
         // An inner reap in the cgroup: what it guards stays out of this
         // stage (as marked), and KILL goes member by member.
         let guarded = self.cgroup_guarded();
+        if sig == Signal::KILL {
+            // KILL again to every member but what is guarded, on each
+            // round: a second KILL is harmless, and a member that came
+            // since (or took a killed one's pid) is not skipped.
+            self.members.clear();
+        }
         self.members.extend(&guarded);
-        let guarded: BTreeSet<i32> = guarded.iter().map(|&(pid, _)| pid).collect();
         let Some(cg) = self.cgroup.as_ref() else {
             return 0;
         };
@@ -285,17 +290,12 @@ impl Sweeper {
     /// `--cgroup`: what an inner reap guards. Nothing is read unless a
     /// process holds one of our marks (one `poll`); then the tree is walked
     /// as without `--cgroup`.
-    fn cgroup_guarded(&mut self) -> BTreeSet<(i32, u64)> {
+    fn cgroup_guarded(&mut self) -> BTreeSet<i32> {
         if !self.spare.as_ref().is_some_and(Spare::any_held) {
             return BTreeSet::new();
         }
         match descend::descendants() {
-            Some(tree) => {
-                let guarded = self.guarded(&tree);
-                (tree.iter().filter(|p| guarded.contains(&p.pid)))
-                    .map(|p| (p.pid, p.start))
-                    .collect()
-            }
+            Some(tree) => self.guarded(&tree),
             None => {
                 verbose!("an inner reap is marked, but /proc cannot be walked: it is not spared");
                 BTreeSet::new()
@@ -443,15 +443,13 @@ impl Sweeper {
     /// and a start-time check only for a process first seen deeper down.
     pub fn new_children(&mut self, except: Option<i32>) -> bool {
         if self.finder() == Finder::Cgroup {
-            // A member not signalled in this stage: forked since the last
-            // round, or a reused pid (KILL went member by member, beside
-            // an inner reap; cgroup.kill itself misses no fork).
-            let Some(cg) = self.cgroup.as_ref() else {
-                return false;
-            };
-            return (cg.members().into_iter())
-                .filter_map(descend::stat)
-                .any(|p| !p.is_zombie() && !self.members.contains(&(p.pid, p.start)));
+            // The KILL stage: a member is left (forked since the last
+            // round, or moved in); those guarded make the round a walk
+            // (`cgroup_round`), the others get KILL again. No /proc read.
+            return self
+                .cgroup
+                .as_ref()
+                .is_some_and(|cg| !cg.members().is_empty());
         }
         if self.finder() != Finder::Proc {
             return false;

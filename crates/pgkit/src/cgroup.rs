@@ -340,41 +340,34 @@ impl Cgroup {
 
     /// Send `sig` (and CONT after it, so a stopped member can act on it,
     /// unless `sig` is KILL or CONT) to every member not in `done`, which
-    /// gets the members signalled, by pid and start time: a pid reused by
-    /// a new member is not taken for the one signalled. Returns how many
-    /// got it.
-    pub fn signal_members(&self, sig: Signal, done: &mut BTreeSet<(i32, u64)>) -> usize {
-        let listed: Vec<(i32, u64)> = self
-            .members()
-            .into_iter()
-            .filter_map(|p| Some((p, crate::procfs::stat(p)?.start)))
-            .filter(|p| !done.contains(p))
-            .collect();
+    /// gets the pids signalled. A pid of `done` no longer listed is
+    /// dropped from it: its process is gone, and a new member that gets
+    /// the pid later is signalled. Returns how many got it.
+    pub fn signal_members(&self, sig: Signal, done: &mut BTreeSet<i32>) -> usize {
+        let members = self.members();
+        done.retain(|p| members.contains(p));
+        let listed: Vec<i32> = members.into_iter().filter(|p| !done.contains(p)).collect();
         let mut sent = 0;
         for batch in listed.chunks(BATCH) {
-            let opened: Vec<((i32, u64), Option<OwnedFd>)> = batch
+            let opened: Vec<(i32, Option<OwnedFd>)> = batch
                 .iter()
-                .filter_map(|&(pid, start)| match pidfd::open(crate::typed_pid(pid)?) {
-                    Ok(fd) => Some(((pid, start), Some(fd))),
-                    Err(e) if pidfd::unsupported(&e) => Some(((pid, start), None)),
+                .filter_map(|&pid| match pidfd::open(crate::typed_pid(pid)?) {
+                    Ok(fd) => Some((pid, Some(fd))),
+                    Err(e) if pidfd::unsupported(&e) => Some((pid, None)),
                     Err(_) => None,
                 })
                 .collect();
-            // Still listed, with the start time read before, after the
-            // pidfd was opened: the pidfd names that member (or a process
-            // that is gone).
+            // Still listed after the pidfd was opened: the pidfd names a
+            // member (or a process that is gone).
             let now: BTreeSet<i32> = self.members().into_iter().collect();
-            let same = |&(pid, start): &(i32, u64)| {
-                now.contains(&pid) && crate::procfs::stat(pid).is_some_and(|p| p.start == start)
-            };
-            for ((pid, start), fd) in opened.iter().filter(|(p, _)| same(p)) {
+            for (pid, fd) in opened.iter().filter(|(p, _)| now.contains(p)) {
                 let Some(typed) = crate::typed_pid(*pid) else {
                     continue;
                 };
                 let fd = fd.as_ref().map(|f| f.as_fd());
                 if pidfd::send_or_kill(fd, typed, sig).is_ok() {
                     sent += 1;
-                    done.insert((*pid, *start));
+                    done.insert(*pid);
                     if sig != Signal::KILL && sig != Signal::CONT {
                         let _ = pidfd::send_or_kill(fd, typed, Signal::CONT);
                     }
@@ -387,14 +380,13 @@ impl Cgroup {
     /// [`Cgroup::signal_members`] for the members outside process group
     /// `group` (`--stop-all`: COMMAND's group got the signal already) and
     /// not in `spared`.
-    pub fn signal_outside(&self, sig: Signal, group: i32, spared: &BTreeSet<(i32, u64)>) -> usize {
-        let mut skip: BTreeSet<(i32, u64)> = (self.members().into_iter())
+    pub fn signal_outside(&self, sig: Signal, group: i32, spared: &BTreeSet<i32>) -> usize {
+        let mut skip: BTreeSet<i32> = (self.members().into_iter())
             .filter(|&p| {
                 crate::typed_pid(p)
                     .and_then(|p| rustix::process::getpgid(Some(p)).ok())
                     .map_or(true, |g| g.as_raw_pid() == group)
             })
-            .filter_map(|p| Some((p, crate::procfs::stat(p)?.start)))
             .chain(spared.iter().copied())
             .collect();
         self.signal_members(sig, &mut skip)
