@@ -250,7 +250,7 @@ impl Sweeper {
         }
         // An inner reap in the cgroup: what it guards stays out of this
         // stage (as marked), and KILL goes member by member.
-        let guarded = self.cgroup_guarded();
+        let (guarded, walked) = self.cgroup_guarded();
         if sig == Signal::KILL {
             // KILL again to every member but what is guarded, on each
             // round: a second KILL is harmless, and a member that came
@@ -273,11 +273,11 @@ impl Sweeper {
                 }
                 Err(e) => {
                     pgkit::warn!("unable to kill cgroup {}: {e}", cg.path().display());
-                    cg.signal_members(sig, &mut self.members)
+                    cg.signal_members(sig, &mut self.members, walked.as_ref())
                 }
             };
         }
-        let sent = cg.signal_members(sig, &mut self.members);
+        let sent = cg.signal_members(sig, &mut self.members, walked.as_ref());
         if sent > 0 {
             verbose!(
                 "sent {sig} to {sent} process(es) of cgroup {}",
@@ -290,15 +290,21 @@ impl Sweeper {
     /// `--cgroup`: what an inner reap guards. Nothing is read unless a
     /// process holds one of our marks (one `poll`); then the tree is walked
     /// as without `--cgroup`.
-    fn cgroup_guarded(&mut self) -> BTreeSet<i32> {
+    /// With the pids the walk found, if it was made: a member it did not
+    /// find (started since, maybe an inner reap's new cleanup) waits for
+    /// the next round.
+    fn cgroup_guarded(&mut self) -> (BTreeSet<i32>, Option<BTreeSet<i32>>) {
         if !self.spare.as_ref().is_some_and(Spare::any_held) {
-            return BTreeSet::new();
+            return (BTreeSet::new(), None);
         }
         match descend::descendants() {
-            Some(tree) => self.guarded(&tree),
+            Some(tree) => (
+                self.guarded(&tree),
+                Some(tree.iter().map(|p| p.pid).collect()),
+            ),
             None => {
                 verbose!("an inner reap is marked, but /proc cannot be walked: it is not spared");
-                BTreeSet::new()
+                (BTreeSet::new(), None)
             }
         }
     }
@@ -387,7 +393,7 @@ impl Sweeper {
     /// cannot be walked, COMMAND's group is all that can be reached.
     pub fn stop_all(&mut self, sig: Signal, group: i32) {
         if self.finder() == Finder::Cgroup && self.cgroup.is_some() {
-            let guarded = self.cgroup_guarded();
+            let (guarded, _) = self.cgroup_guarded();
             if let Some(cg) = self.cgroup.as_ref() {
                 // COMMAND's group got it already: only the members outside it.
                 cg.signal_outside(sig, group, &guarded);

@@ -343,10 +343,20 @@ impl Cgroup {
     /// gets the pids signalled. A pid of `done` no longer listed is
     /// dropped from it: its process is gone, and a new member that gets
     /// the pid later is signalled. Returns how many got it.
-    pub fn signal_members(&self, sig: Signal, done: &mut BTreeSet<i32>) -> usize {
+    /// `only`: the members a walk found (an inner reap's cleanup started
+    /// since is not among them, nor known to be guarded): the others wait
+    /// for the next round.
+    pub fn signal_members(
+        &self,
+        sig: Signal,
+        done: &mut BTreeSet<i32>,
+        only: Option<&BTreeSet<i32>>,
+    ) -> usize {
         let members = self.members();
         done.retain(|p| members.contains(p));
-        let listed: Vec<i32> = members.into_iter().filter(|p| !done.contains(p)).collect();
+        let listed: Vec<i32> = (members.into_iter())
+            .filter(|p| !done.contains(p) && only.map_or(true, |o| o.contains(p)))
+            .collect();
         let mut sent = 0;
         for batch in listed.chunks(BATCH) {
             let opened: Vec<(i32, Option<OwnedFd>)> = batch
@@ -389,7 +399,7 @@ impl Cgroup {
             })
             .chain(spared.iter().copied())
             .collect();
-        self.signal_members(sig, &mut skip)
+        self.signal_members(sig, &mut skip, None)
     }
 
     /// KILL to every member at once: one write to `cgroup.kill`, or,
@@ -405,7 +415,7 @@ impl Cgroup {
         let mut done = BTreeSet::new();
         // Frozen, no member can fork: the list stops growing.
         for _ in 0..if frozen { 1000 } else { 3 } {
-            if self.signal_members(Signal::KILL, &mut done) == 0 {
+            if self.signal_members(Signal::KILL, &mut done, None) == 0 {
                 break;
             }
         }
