@@ -68,7 +68,7 @@ fn run() -> ! {
     // The cleanup's stdout and stderr, where they are pipes or sockets a
     // caller may stop reading: made now, so the front holds them too.
     let has_cleanup = config.cleanup.is_some() || config.cleanup_exec.is_some();
-    let mut outlet = (has_cleanup && !config.exec_cleanup)
+    let outlet = (has_cleanup && !config.exec_cleanup)
         .then(pgkit::outlet::Outlet::open)
         .flatten();
 
@@ -98,9 +98,6 @@ fn run() -> ! {
                 // The front starts nothing that should get the activated
                 // descriptors (the back has its own copies).
                 service.command_started();
-                if let Some(outlet) = outlet.as_mut() {
-                    outlet.drop_write_ends();
-                }
                 let (lost, signals, relay) = front.run(caught, relay);
                 let inbox = Inbox::new(signals, None)
                     .with_relay(relay)

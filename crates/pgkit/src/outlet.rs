@@ -24,9 +24,11 @@
 //! not there to reopen a pipe that stream is not relayed (the cleanup gets
 //! the caller's, as without this).
 //!
-//! The pipes are made before reap splits in two, so its front holds the
-//! read ends too: a back lost while the cleanup runs leaves the copy to the
-//! front, which carries on.
+//! The pipes are made before reap splits in two, so its front holds them
+//! too: a back lost while the cleanup runs leaves the copy to the front,
+//! which carries on, and a front that runs the cleanup itself (the back was
+//! lost before it) gives it the same pipes. No end of file is waited for:
+//! at the end what the pipes hold is read until they are empty.
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{fstat, FileType, Mode, OFlags};
@@ -119,14 +121,6 @@ impl Outlet {
         (!streams.is_empty()).then_some(Outlet { streams })
     }
 
-    /// The front's part: it relays only if the back is lost, and never
-    /// writes to the pipes.
-    pub fn drop_write_ends(&mut self) {
-        for s in &mut self.streams {
-            s.to_cleanup = None;
-        }
-    }
-
     /// Right before the cleanup starts: where each stream goes from now on.
     /// Returns, for the spawn, what the cleanup's descriptor 1 and 2 become
     /// (`None`: the caller's, unchanged).
@@ -151,7 +145,9 @@ impl Outlet {
     /// Once the cleanup has its ends: ours are closed, so its end of file
     /// (and a relay that was not started) is seen.
     pub fn started(&mut self) {
-        self.drop_write_ends();
+        for s in &mut self.streams {
+            s.to_cleanup = None;
+        }
         self.streams.retain(|s| s.into.is_some());
     }
 

@@ -329,3 +329,31 @@ fn a_lost_back_leaves_the_relay_to_the_front() {
     assert_eq!(status.code(), Some(125), "reap ended {status:?}");
     guard.wait_all_gone("reap's processes and the cleanup", TIMEOUT);
 }
+
+/// The back lost before the cleanup: the front runs it itself, with the
+/// same pipes between it and the caller, so a reader that goes then does
+/// not end it either.
+#[test]
+fn a_cleanup_the_front_runs_outlives_the_reader_too() {
+    let dir = temp_dir("reader-front-runs");
+    let (gate, marker) = (dir.join("gate"), dir.join("marker"));
+    fifo(&gate);
+    let cleanup = cleanup(&gate, &marker, 100);
+    let (mut child, mut out, mut err) =
+        agent_start(&["-c", &cleanup, "--", "sh", "-c", "echo job; exec sleep 100"]);
+    let mut guard = Guard::new();
+    let back = back_of(child.id() as i32);
+    guard.watch_tree(back);
+    assert!(out.until("job\n", TIMEOUT), "{:?}", out.got);
+    // SAFETY: plain kill of the back the test just read.
+    assert_eq!(unsafe { libc::kill(back, libc::SIGKILL) }, 0);
+    assert!(out.until("before\n", TIMEOUT), "{:?}", out.got);
+    assert!(err.until("before-err\n", TIMEOUT), "{:?}", err.got);
+    out.close();
+    err.close();
+    release(&gate);
+    wait_marker(&marker);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(125), "reap ended {status:?}");
+    guard.wait_all_gone("reap's processes and the cleanup", TIMEOUT);
+}
