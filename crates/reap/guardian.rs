@@ -4,113 +4,150 @@
 //! reap splits in two at start-up:
 //!
 //! - the FRONT is the process the supervisor started. It stays where the
-//!   supervisor put it (its group, its session), receives the signals meant
-//!   for reap and hands each one to the back over a pipe, follows job control
-//!   when the back asks it to, and finally ends exactly as the back ended
-//!   (the back's exit status, or its death signal re-raised).
+//!   supervisor put it (its group, its session), passes the signals meant
+//!   for reap on to the back, alone speaks to a service manager (it is the
+//!   unit's main process), repeats on itself the terminal's stops of
+//!   COMMAND, and finally ends exactly as the back ended (the status the
+//!   back said, or the cleanup's it became).
 //! - the BACK is the front's child, in a process group of its own (and a
 //!   session of its own unless stdin is a terminal), and the child subreaper
 //!   that starts and owns COMMAND's tree, sweeps the leftovers and runs the
 //!   cleanup.
 //!
-//! The back holds the read end of the front's pipe and no write end, so if
-//! the front dies — however it dies — the pipe reaches end of file: the back
-//! then kills COMMAND's tree at once and runs the cleanup with
-//! `REAP_CAUSE=lost`. A kill of the front's group cannot reach the back,
-//! which is in another group.
+//! They talk over one link: a pipe each way, both non-blocking and
+//! close-on-exec, one 12-byte record type (a kind and a value), each record
+//! written whole (atomic below `PIPE_BUF`) and read as it comes.
 //!
-//! The other way round, the front is a child subreaper too: if the back
-//! dies without having said it finished (an OOM kill, a stray `kill -9`),
-//! COMMAND and the rest of the back's orphans are re-parented to the front,
-//! not to init, and the front does what the back could not (phases.rs,
-//! [`crate::phases::Back::recover`]): it kills COMMAND's tree at once, runs
-//! the cleanup with `REAP_CAUSE=lost` unless the back had started it, says
-//! so on one line and exits 125.
+//! - Front to back: each signal reap receives (its number, its sender), and
+//!   [`ANSWER`] (kind 0) once the front has read its signals after the back
+//!   said COMMAND's status: everything the front had received by then is
+//!   before it in the pipe.
+//! - Back to front, in the order of the run: COMMAND's pid; each stop of
+//!   COMMAND by the terminal (the front stops the same way, then passes its
+//!   CONT on); COMMAND's status (which asks for the answer); the cleanup's
+//!   cause, its start time and its pid; `STOPPING=1` and the stop timeout's
+//!   extensions, for the front to send on; last, "finished", with the status
+//!   the back exits with (none: it became the cleanup, whose end is reap's).
 //!
-//! Front to back, the pipe carries one 12-byte record per signal (number,
-//! sender, `si_code`), written whole (atomic below `PIPE_BUF`). Back to
-//! front, a second pipe carries 8-byte records (tag, value) for what the
-//! front must act on at once: each stop of COMMAND by the terminal, which
-//! the front repeats on itself so the shell sees the job stopped, the
-//! start of the cleanup (STOPPING=1 to a service manager), and how long
-//! reap still needs to stop (EXTEND_TIMEOUT_USEC=, the value in ms). The front never
-//! blocks on either: both ends are non-blocking, and once the back is gone
-//! or has become the cleanup (`--exec-cleanup`) the records are dropped,
-//! which is what the contract wants then.
+//! The back fixes REAP_CAUSE only once the front has answered, or is gone:
+//! a stop request that reached a paused front before COMMAND ended still
+//! counts (the back waits for the answer with no time bound; a front
+//! stopped by job control delays the cleanup until `fg` or `bg`).
 //!
-//! What the front needs only once the back has ended — COMMAND's pid once
-//! started, its status once reaped, the cleanup's pid once started,
-//! "finished" right before the back exits or execs the cleanup — the back
-//! leaves on a shared page ([`pgkit::board`]) instead: writing it wakes
-//! nobody, so a start and an exit of COMMAND cost the front no wake-up.
+//! When the other side is gone:
+//! - the front's pipe reaches end of file (the back holds no write end of
+//!   it): the back kills COMMAND's tree at once and runs the cleanup with
+//!   `REAP_CAUSE=lost`. A kill of the front's group cannot reach the back.
+//! - the back ends without having said "finished" (an OOM kill, a stray
+//!   `kill -9`): the front has kept every record it read, reads the last
+//!   ones, and does what the back could not ([`crate::phases::Back::recover`]):
+//!   a child subreaper too, it has COMMAND and the back's other orphans, kills
+//!   them at once, runs the cleanup with `REAP_CAUSE=lost` unless the back
+//!   had started it (then lets it finish), says so on one line and exits 125.
 //!
-//! A storm of signals can fill the pipe (64 KiB, about 5 000 records) faster
+//! A storm of signals can fill the pipe (64 KiB, some 5 000 records) faster
 //! than the back empties it. The front then keeps the records it could not
 //! write and stops reading its signalfd until the pipe has room again: the
 //! signals wait in the kernel meanwhile (realtime ones queued, standard ones
 //! pending), so none is lost and the front's memory stays bounded.
 
+use crate::machine::Event;
 use crate::outcome::Cause;
-use crate::phases::KEPT;
-use pgkit::board::Board;
 use pgkit::error::TOOL_FAILED;
 use pgkit::notify::Relay;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::{exit, fork, poll, reap, tty, verbose, Child, Error, SigSet, Signal, Status};
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::rc::Rc;
+use std::os::fd::{AsFd, BorrowedFd};
 
-/// A signal record, front to back.
+/// A record, either way: a kind (4 bytes) and a value (8 bytes).
 const RECORD: usize = 12;
-/// A record back to front: tag, value.
-const NEWS: usize = 8;
 
-/// The tags of the back's records.
-const STOPPED: u32 = 1;
-const STOPPING: u32 = 2;
+/// Front to back: the kind of the answer (any other kind is a signal).
+const ANSWER: i32 = 0;
+
+/// Back to front, the kinds.
+const COMMAND: i32 = 1;
+const STOPPED: i32 = 2;
+const STATUS: i32 = 3;
+const CAUSE: i32 = 4;
+/// The cleanup is about to be spawned: its start on CLOCK_MONOTONIC, in ms.
+const STARTING: i32 = 5;
+const CLEANUP: i32 = 6;
+const STOPPING: i32 = 7;
 /// Extend the unit's stop timeout by the value, in ms.
-const EXTEND: u32 = 3;
+const EXTEND: i32 = 8;
+/// The back is about to exit (the value: its status) or exec the cleanup
+/// ([`NO_STATUS`]).
+const FINISHED: i32 = 9;
+const NO_STATUS: i64 = i64::MIN;
 
-/// The slots of the board, each written once by the back.
-#[derive(Clone, Copy)]
-enum Slot {
-    /// COMMAND's pid, once started.
-    Command,
-    /// COMMAND's status ([`encode_status`]), once known.
-    Status,
-    /// The cleanup's pid, once started.
-    Cleanup,
-    /// The cleanup's start on CLOCK_MONOTONIC, in ms: low and high words.
-    CleanupAtLow,
-    CleanupAtHigh,
-    /// REAP_CAUSE as the cleanup got it ([`encode_cause`]).
-    Cause,
-    /// The cleanup is about to be spawned (set before, its pid after).
-    Starting,
-    /// The back is about to exit or exec the cleanup.
-    Finished,
-    /// The status the back exits with ([`encode_status`]), written right
-    /// before: where `waitid` is refused the front still ends as it did.
-    Exit,
-}
+const CAUSES: [Cause; 4] = [Cause::Cancel, Cause::Lost, Cause::Signal, Cause::Exit];
 
-impl Slot {
-    fn at(self) -> usize {
-        self as usize
+/// A status as a record's value: N for an exit, -S for a death by S.
+fn encode_status(status: Status) -> i64 {
+    match status {
+        Status::Exited(n) => n.into(),
+        Status::Signaled(s) => (-s.raw()).into(),
     }
 }
 
-// Every slot on the board: a slot past its end would be dropped unsaid.
-const _: () = assert!((Slot::Exit as usize) < pgkit::board::SLOTS);
+fn decode_status(value: i64) -> Option<Status> {
+    let value = i32::try_from(value).ok()?;
+    match value {
+        0.. => Some(Status::Exited(value)),
+        _ => Signal::from_raw(-value).map(Status::Signaled),
+    }
+}
+
+/// Read what `pipe` holds, without blocking, onto `buf`; true once the
+/// other side is gone (end of file). A short read took all there was: no
+/// second read only to meet EAGAIN.
+fn read_into(pipe: &mut File, buf: &mut Vec<u8>) -> bool {
+    let mut chunk = [0u8; RECORD * 64];
+    loop {
+        match pipe.read(&mut chunk) {
+            Ok(0) => return true,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if n < chunk.len() {
+                    return false;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return e.kind() != ErrorKind::WouldBlock,
+        }
+    }
+}
+
+/// Each whole record of `buf`, taken from it.
+fn each_record(buf: &mut Vec<u8>, mut f: impl FnMut(i32, i64)) {
+    let whole = buf.len() / RECORD * RECORD;
+    for rec in buf[..whole].chunks_exact(RECORD) {
+        let (kind, value) = rec.split_at(4);
+        let kind = i32::from_ne_bytes(kind.try_into().unwrap_or_default());
+        f(
+            kind,
+            i64::from_ne_bytes(value.try_into().unwrap_or_default()),
+        );
+    }
+    buf.drain(..whole);
+}
+
+fn record(kind: i32, value: i64) -> [u8; RECORD] {
+    let mut rec = [0u8; RECORD];
+    rec[..4].copy_from_slice(&kind.to_ne_bytes());
+    rec[4..].copy_from_slice(&value.to_ne_bytes());
+    rec
+}
 
 /// Which side of the split this process is.
 pub enum Split {
     Front(Front),
-    /// The back: the front's pipe, the way to the front, and the back's own
-    /// signalfd (opened, and emptied, right after it left the front's group).
-    Back(BackLink, ToFront, SignalFd),
+    /// The back: its link to the front, and its own signalfd (opened, and
+    /// emptied, right after it left the front's group).
+    Back(Link, SignalFd),
 }
 
 /// Where the back goes: a session of its own, or (stdin is a terminal) a
@@ -124,9 +161,8 @@ pub enum Detach {
 
 /// Fork the back. Errors here are reap's own (125): nothing has started.
 pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
-    let (sig_read, sig_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
-    let (ctl_read, ctl_write) = fork::pipe().map_err(|e| Error::sys("create a pipe", e))?;
-    let board = Board::new().map_err(|e| Error::sys("map a page for the subreaper process", e))?;
+    let pipe = || fork::pipe().map_err(|e| Error::sys("create a pipe", e));
+    let ((sig_read, sig_write), (news_read, news_write)) = (pipe()?, pipe()?);
     let front_pgid = tty::own_group();
     let front_pid = std::process::id() as i32;
     // If the back dies, its orphans (COMMAND first) come to the front, not
@@ -135,119 +171,88 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
     // (a seccomp filter is inherited), and the one line is the front's,
     // with nothing started.
     reap::become_subreaper().map_err(|e| Error::sys("become a child subreaper", e))?;
-    let front_signals = SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e))?;
+    let signals = SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e))?;
     // Read once before the fork: a refused read ends reap here, with
     // nothing started (the back would meet the same refusal). What came
     // already is the front's to hand over, first thing.
-    let mut early = Vec::with_capacity(KEPT);
-    front_signals
+    let mut early = Vec::with_capacity(16);
+    signals
         .drain_into(&mut early)
         .map_err(|e| Error::sys("read its signalfd", e))?;
-    match fork::fork().map_err(|e| Error::sys("fork the subreaper process", e))? {
-        Some(back) => {
-            drop(sig_read);
-            Ok(Split::Front(Front {
-                early,
-                signals: Some(front_signals),
-                back,
-                to_back: Some(File::from(sig_write)),
-                backlog: Vec::new(),
-                from_back: Some(File::from(ctl_read)),
-                _hold: ctl_write,
-                partial: Vec::new(),
-                board,
-                relay: None,
-            }))
+    let Some(back) = fork::fork().map_err(|e| Error::sys("fork the subreaper process", e))? else {
+        drop((sig_write, news_read, signals));
+        let moved = match detach {
+            Detach::Session => fork::new_session(),
+            Detach::Group => fork::new_group(),
+        };
+        if let Err(e) = moved {
+            // Still in the front's group: a kill of that group would take
+            // the back with it. Say so; carry on regardless.
+            pgkit::warn!(
+                "unable to leave the caller's process group: {}",
+                pgkit::error::describe(&e)
+            );
         }
-        None => {
-            drop((sig_write, ctl_read, front_signals));
-            let moved = match detach {
-                Detach::Session => fork::new_session(),
-                Detach::Group => fork::new_group(),
-            };
-            if let Err(e) = moved {
-                // Still in the front's group: a kill of that group would
-                // take the back with it. Say so; carry on regardless.
-                pgkit::warn!(
-                    "unable to leave the caller's process group: {}",
-                    pgkit::error::describe(&e)
-                );
-            }
-            let signals = SignalFd::open(caught).map_err(|e| {
-                // The front ends as the back does, without a line of its own.
-                board.set(Slot::Exit.at(), encode_status(Status::Exited(TOOL_FAILED)));
-                board.set(Slot::Finished.at(), 1);
-                Error::sys("open a signalfd", e)
-            })?;
-            // A signal pending now was sent to the front's group before we
-            // left it: the front got it too and hands it over, so taken
-            // here as well it would reach COMMAND twice. Signals meant for
-            // the back alone cannot be among them: nobody knew its pid.
-            for r in signals.drain() {
-                verbose!(
-                    "received {} from pid {} before leaving the caller's group: \
-                     left to the front",
-                    r.signal,
-                    r.from
-                );
-            }
-            Ok(Split::Back(
-                BackLink {
-                    from_front: Some(File::from(sig_read)),
-                    // Records of the front's pipe: kept, as the back's
-                    // other vectors on the way of a signal.
-                    buf: Vec::with_capacity(RECORD * 64),
-                },
-                ToFront {
-                    to_front: Rc::new(File::from(ctl_write)),
-                    board: Rc::new(board),
-                    front_pgid,
-                    front_pid,
-                    relays: false,
-                },
-                signals,
-            ))
+        let link = Link {
+            from_front: Some(File::from(sig_read)),
+            to_front: File::from(news_write),
+            buf: Vec::with_capacity(RECORD * 64),
+            front_pgid,
+            front_pid,
+            relays: false,
+        };
+        let signals = SignalFd::open(caught).map_err(|e| {
+            // The front ends as the back does, without a line of its own.
+            link.finished(Some(Status::Exited(TOOL_FAILED)));
+            Error::sys("open a signalfd", e)
+        })?;
+        // A signal pending now was sent to the front's group before we left
+        // it: the front got it too and hands it over, so taken here as well
+        // it would reach COMMAND twice. Signals meant for the back alone
+        // cannot be among them: nobody knew its pid.
+        for r in signals.drain() {
+            verbose!(
+                "received {} from pid {} before leaving the caller's group: left to the front",
+                r.signal,
+                r.from
+            );
         }
-    }
+        return Ok(Split::Back(link, signals));
+    };
+    drop((sig_read, news_write));
+    Ok(Split::Front(Front {
+        early,
+        signals,
+        back,
+        to_back: Some(File::from(sig_write)),
+        backlog: Vec::new(),
+        from_back: Some(File::from(news_read)),
+        partial: Vec::with_capacity(RECORD * 64),
+        news: BackNews::default(),
+        answer: false,
+        relay: None,
+    }))
 }
 
-/// What the back told the front about its work.
+/// What the back told the front of its work, kept as it came.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BackNews {
     /// COMMAND's pid, once started.
     pub command: Option<i32>,
-    /// COMMAND's status, once reaped (the back reaps it after the sweep).
+    /// COMMAND's status, once known.
     pub status: Option<Status>,
     /// The cleanup's pid, once started (not with `--exec-cleanup`).
     pub cleanup: Option<i32>,
-    /// The back was about to spawn the cleanup (COMMAND's tree was gone
-    /// by then): with no pid noted, a child of the front now is that
-    /// cleanup, spawned in the instant before the note.
-    pub cleanup_starting: bool,
-    /// When the cleanup started, on CLOCK_MONOTONIC in ms ([`pgkit::deadline::monotonic_ms`]).
+    /// The back was about to spawn the cleanup (COMMAND's tree was gone by
+    /// then), at this time on CLOCK_MONOTONIC in ms: with no pid noted, a
+    /// child of the front now is that cleanup, spawned in the instant
+    /// before the note.
     pub cleanup_at_ms: Option<u64>,
     /// The REAP_CAUSE the cleanup was started with.
     pub cause: Option<Cause>,
-    /// The back is about to exit, or to become the cleanup: how it then
-    /// ends is reap's final status.
-    pub finished: bool,
-}
-
-impl BackNews {
-    fn from_board(board: &Board) -> BackNews {
-        BackNews {
-            command: board.get(Slot::Command.at()),
-            status: board.get(Slot::Status.at()).and_then(decode_status),
-            cleanup: board.get(Slot::Cleanup.at()),
-            cleanup_starting: board.get(Slot::Starting.at()).is_some(),
-            cleanup_at_ms: board
-                .get(Slot::CleanupAtLow.at())
-                .zip(board.get(Slot::CleanupAtHigh.at()))
-                .map(|(low, high)| u64::from(low as u32) | u64::from(high as u32) << 32),
-            cause: board.get(Slot::Cause.at()).and_then(decode_cause),
-            finished: board.get(Slot::Finished.at()).is_some(),
-        }
-    }
+    /// The back is about to exit with this status, or (`Some(None)`) to
+    /// become the cleanup: how it then ends is reap's final status.
+    pub finished: Option<Option<Status>>,
 }
 
 /// The back ended without saying it finished: killed (or crashed). The
@@ -259,55 +264,38 @@ pub struct LostBack {
     pub news: BackNews,
 }
 
-/// The front: hand signals to the back, follow job control, end as it ends.
+/// The front: pass signals on, follow job control, end as the back ends.
 pub struct Front {
     /// Signals read before the fork, handed over first.
     early: Vec<Received>,
+    signals: SignalFd,
     back: Child,
-    /// Opened before the fork (see [`split`]); taken by [`Front::run`].
-    signals: Option<SignalFd>,
     to_back: Option<File>,
     /// Records for the back that did not fit in the pipe yet.
     backlog: Vec<u8>,
     from_back: Option<File>,
-    /// A write end of the back's pipe, never written: the pipe then never
-    /// reaches end of file, which the back's exit would otherwise signal
-    /// to `poll` a moment before its pidfd, as a wake-up of its own. The
-    /// pidfd (or SIGCHLD) says when the back has ended.
-    _hold: OwnedFd,
     /// The start of a record from the back, not read whole yet.
     partial: Vec<u8>,
-    /// What the back has left for us (read once it has ended).
-    board: Board,
+    news: BackNews,
+    /// The back said COMMAND's status: read the signals, then answer.
+    answer: bool,
     /// COMMAND's notification socket: the front, the unit's main process,
     /// relays it (systemd takes messages from the main pid only).
     relay: Option<Relay>,
 }
 
 impl Front {
-    /// Relay until the back ends. If it finished, end the same way (this
-    /// never returns); if not, return what the front needs to take over,
-    /// and its signalfd.
-    pub fn run(
-        mut self,
-        caught: SigSet,
-        relay: Option<Relay>,
-    ) -> (LostBack, SignalFd, Option<Relay>) {
+    /// Pass signals on until the back ends. If it finished, end the same
+    /// way (this never returns); if not, return what the front needs to
+    /// take over, and its signalfd.
+    pub fn run(mut self, relay: Option<Relay>) -> (LostBack, SignalFd, Option<Relay>) {
         self.relay = relay;
-        let signals = match self.signals.take() {
-            Some(signals) => signals,
-            None => {
-                SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit())
-            }
-        };
         // The back says a failed wait for events on its one line: the same
         // filter refuses the front's.
         poll::quiet_failures();
         verbose!("subreaper process is pid {}", self.back.pid());
         // What the last poll found readable: the back's pidfd (its exit)
         // and its pipe; until a poll says otherwise, both are looked at.
-        // On the path of every signal, the two calls that would find
-        // nothing are left out.
         let (mut back_ready, mut news_ready) = (true, true);
         // Kept from wake to wake, so that the way of a signal allocates
         // nothing, and written once now: after the fork the first write to
@@ -319,68 +307,53 @@ impl Front {
             from: 0,
             code: 0,
         };
-        let mut received = vec![none; KEPT];
+        let mut received = vec![none; 16];
         received.clear();
         received.append(&mut self.early);
-        self.backlog.resize(KEPT * RECORD, 0);
+        self.backlog.resize(16 * RECORD, 0);
         self.backlog.clear();
         loop {
             // While the pipe is full, the signals wait in the kernel.
             if self.backlog.is_empty() {
-                // A read that fails now waits a while (see drain_into).
-                let _ = signals.drain_into(&mut received);
-                for r in received.drain(..) {
-                    if r.signal != Signal::CHLD {
-                        self.hand_over(r);
-                    }
-                }
+                self.pass_on(&mut received);
             }
             self.flush();
             if let Some(relay) = self.relay.as_mut() {
                 relay.relay();
             }
-            let exited = if back_ready {
-                match self.back.try_peek_exit() {
-                    Ok(exited) => exited.map(|s| (s, true)),
-                    Err(e) => self.ended_unread(&e).map(|s| (s, false)),
-                }
-            } else {
-                None
-            };
-            if let Some((status, read)) = exited {
-                if read {
+            let exited = match back_ready.then(|| self.back.try_peek_exit()) {
+                Some(Ok(exited)) => exited.inspect(|_| {
                     self.back.reap();
-                }
-                // Everything it wrote before it ended is in the pipe, and
-                // on the board.
+                }),
+                Some(Err(e)) => self.ended_unread(&e),
+                None => None,
+            };
+            if let Some(status) = exited {
+                // Everything it wrote before it ended is in the pipe.
                 self.read_back(false);
-                let news = BackNews::from_board(&self.board);
-                if news.finished {
+                if let Some(said) = self.news.finished {
                     // The socket goes with the relay.
                     drop(self.relay.take());
-                    // A back that said the status it exits with is done:
-                    // a kill that overtook its exit (a slow machine, a
-                    // stray `kill -9`) changes nothing of reap's end. No
-                    // status said: it became the cleanup, whose end is
-                    // reap's.
-                    let said = self.board.get(Slot::Exit.at()).and_then(decode_status);
+                    // A back that said the status it exits with is done: a
+                    // kill that overtook its exit changes nothing of reap's
+                    // end. No status said: it became the cleanup, whose end
+                    // is reap's.
                     exit::finish(said.unwrap_or(status));
                 }
-                let lost = LostBack {
-                    pid: self.back.pid(),
-                    status,
-                    news,
-                };
-                return (lost, signals, self.relay.take());
+                let (pid, news) = (self.back.pid(), self.news);
+                return (LostBack { pid, status, news }, self.signals, self.relay);
             }
             if news_ready {
                 self.read_back(true);
             }
+            if self.answer && self.backlog.is_empty() {
+                self.pass_on(&mut received);
+            }
             self.flush();
             let full = !self.backlog.is_empty();
-            let mut fds = poll::Fds::new(signals.as_fd());
+            let mut fds = poll::Fds::new(self.signals.as_fd());
             if !full {
-                fds.push(signals.as_fd());
+                fds.push(self.signals.as_fd());
             }
             let back_at = self.back.pidfd().map(|fd| fds.push(fd));
             let news_at = self.from_back.as_ref().map(|f| fds.push(f.as_fd()));
@@ -395,30 +368,44 @@ impl Front {
         }
     }
 
+    /// Read the signalfd and queue each signal for the back, then the
+    /// answer if the back asked for it.
+    fn pass_on(&mut self, received: &mut Vec<Received>) {
+        // A read that fails now waits a while (see drain_into).
+        let _ = self.signals.drain_into(received);
+        for r in received.drain(..) {
+            if r.signal != Signal::CHLD {
+                self.hand_over(r);
+            }
+        }
+        if std::mem::take(&mut self.answer) {
+            self.backlog.extend_from_slice(&record(ANSWER, 0));
+        }
+    }
+
     /// `waitid` is refused (a seccomp profile): the back's status cannot
     /// be read, nor the back reaped (its zombie goes to init once the
-    /// front exits). Whether it has ended is in `/proc`; how, on the
-    /// board, where it wrote its exit status before it exited. A back
-    /// that finished without leaving one (it became the cleanup) ends
-    /// reap with 125 and one line naming the call.
+    /// front exits). Whether it has ended is in `/proc`; how, in its last
+    /// record, the status it exits with. A back that finished without one
+    /// (it became the cleanup) ends reap with 125 and one line naming the
+    /// call.
     fn ended_unread(&mut self, e: &std::io::Error) -> Option<Status> {
         let pid = self.back.pid();
         if !pgkit::procfs::stat(pid).map_or(true, |p| p.is_zombie()) {
             return None;
         }
-        let news = BackNews::from_board(&self.board);
-        let exit = self.board.get(Slot::Exit.at()).and_then(decode_status);
-        match exit {
-            Some(status) if news.finished => Some(status),
-            _ if news.finished => {
+        self.read_back(false);
+        match self.news.finished {
+            Some(Some(status)) => Some(status),
+            Some(None) => {
                 pgkit::warn!(
                     "unable to wait for the subreaper process (pid {pid}): waitid: {}; its exit \
                      status is lost",
                     pgkit::error::describe(e)
                 );
-                exit::exit_code(pgkit::error::TOOL_FAILED)
+                exit::exit_code(TOOL_FAILED)
             }
-            _ => Some(Status::Exited(pgkit::error::TOOL_FAILED)),
+            None => Some(Status::Exited(TOOL_FAILED)),
         }
     }
 
@@ -459,11 +446,8 @@ impl Front {
             );
             return;
         }
-        let mut record = [0u8; RECORD];
-        record[0..4].copy_from_slice(&r.signal.raw().to_ne_bytes());
-        record[4..8].copy_from_slice(&r.from.to_ne_bytes());
-        record[8..12].copy_from_slice(&r.code.to_ne_bytes());
-        self.backlog.extend_from_slice(&record);
+        self.backlog
+            .extend_from_slice(&record(r.signal.raw(), r.from.into()));
         verbose!(
             "received {} from pid {}: handed to pid {}",
             r.signal,
@@ -472,64 +456,63 @@ impl Front {
         );
     }
 
-    /// Read what the back has written, without blocking (the pipe never
-    /// reaches end of file: we hold a write end). `follow`: act on stops — the back
-    /// says COMMAND was stopped from the terminal: stop the same way (the
-    /// shell then sees its job stopped); once continued, tell the back,
-    /// which continues COMMAND. A stop read after the back exited is moot.
+    /// Read what the back has written, without blocking, and keep or act
+    /// on each record. `follow`: act on stops — the back says COMMAND was
+    /// stopped from the terminal: stop the same way (the shell then sees
+    /// its job stopped); once continued, tell the back, which continues
+    /// COMMAND. A stop read after the back exited is moot.
     fn read_back(&mut self, follow: bool) {
-        let mut stopped = false;
-        while let Some(pipe) = self.from_back.as_mut() {
-            let mut buf = [0u8; NEWS * 16];
-            let n = match pipe.read(&mut buf) {
-                Ok(n) if n > 0 => n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                _ => {
-                    self.from_back = None;
-                    break;
-                }
-            };
-            self.partial.extend_from_slice(&buf[..n]);
-            let whole = self.partial.len() / NEWS * NEWS;
-            let records: Vec<[u8; NEWS]> = self.partial[..whole]
-                .chunks_exact(NEWS)
-                .map(|c| c.try_into().unwrap_or([0; NEWS]))
-                .collect();
-            self.partial.drain(..whole);
-            for rec in records {
-                let tag = u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]);
-                let value = i32::from_ne_bytes([rec[4], rec[5], rec[6], rec[7]]);
-                match tag {
-                    STOPPED => match Signal::from_raw(value) {
-                        Some(sig) if follow => {
-                            verbose!("COMMAND stopped by {sig}; stopping too");
-                            // A read or write in the background, in an
-                            // orphaned group (the stop discarded): COMMAND
-                            // stays stopped, or it would stop again at once.
-                            let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
-                            stopped |= tty::stop_self(sig) || !background_io;
-                        }
-                        _ => {}
-                    },
-                    STOPPING => {
-                        if let Some(relay) = &self.relay {
-                            verbose!("the cleanup starts: STOPPING=1 to the service manager");
-                            relay.send("STOPPING=1");
-                        }
-                    }
-                    EXTEND => {
-                        if let Some(relay) = &self.relay {
-                            relay.extend(u64::try_from(value).unwrap_or(0));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            if n < buf.len() {
-                break;
-            }
+        let Some(pipe) = self.from_back.as_mut() else {
+            return;
+        };
+        if read_into(pipe, &mut self.partial) {
+            self.from_back = None;
         }
+        let mut stopped = false;
+        let mut partial = std::mem::take(&mut self.partial);
+        each_record(&mut partial, |kind, value| {
+            let news = &mut self.news;
+            match kind {
+                COMMAND => news.command = i32::try_from(value).ok(),
+                STATUS => {
+                    news.status = decode_status(value);
+                    self.answer = true;
+                }
+                CAUSE => {
+                    news.cause = usize::try_from(value)
+                        .ok()
+                        .and_then(|i| CAUSES.get(i))
+                        .copied()
+                }
+                STARTING => news.cleanup_at_ms = u64::try_from(value).ok(),
+                CLEANUP => news.cleanup = i32::try_from(value).ok(),
+                FINISHED => news.finished = Some(decode_status(value)),
+                STOPPED if follow => {
+                    let Some(sig) = i32::try_from(value).ok().and_then(Signal::from_raw) else {
+                        return;
+                    };
+                    verbose!("COMMAND stopped by {sig}; stopping too");
+                    // A read or write in the background, in an orphaned
+                    // group (the stop discarded): COMMAND stays stopped, or
+                    // it would stop again at once.
+                    let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
+                    stopped |= tty::stop_self(sig) || !background_io;
+                }
+                STOPPING => {
+                    if let Some(relay) = &self.relay {
+                        verbose!("the cleanup starts: STOPPING=1 to the service manager");
+                        relay.send("STOPPING=1");
+                    }
+                }
+                EXTEND => {
+                    if let Some(relay) = &self.relay {
+                        relay.extend(u64::try_from(value).unwrap_or(0));
+                    }
+                }
+                _ => {}
+            }
+        });
+        self.partial = partial;
         if stopped {
             verbose!("continued; continuing COMMAND");
             // As if sent by the front itself, so the back's log names it.
@@ -542,157 +525,85 @@ impl Front {
     }
 }
 
-fn encode_cause(cause: Cause) -> i32 {
-    match cause {
-        Cause::Cancel => 1,
-        Cause::Lost => 2,
-        Cause::Signal => 3,
-        Cause::Exit => 4,
-    }
-}
-
-fn decode_cause(value: i32) -> Option<Cause> {
-    Some(match value {
-        1 => Cause::Cancel,
-        2 => Cause::Lost,
-        3 => Cause::Signal,
-        4 => Cause::Exit,
-        _ => return None,
-    })
-}
-
-/// A status as one record value: N for an exit, -S for a death by S.
-fn encode_status(status: Status) -> i32 {
-    match status {
-        Status::Exited(n) => n,
-        Status::Signaled(s) => -s.raw(),
-    }
-}
-
-fn decode_status(value: i32) -> Option<Status> {
-    if value >= 0 {
-        Some(Status::Exited(value))
-    } else {
-        Signal::from_raw(-value).map(Status::Signaled)
-    }
-}
-
-/// The back's end of the front's pipe: signals handed over, and the
-/// front's death.
-pub struct BackLink {
+/// The back's end of the link.
+pub struct Link {
+    /// The front's pipe, until its end of file.
     from_front: Option<File>,
+    to_front: File,
+    /// Records of the front's pipe: kept, as the back's other vectors on
+    /// the way of a signal.
     buf: Vec<u8>,
-}
-
-impl BackLink {
-    /// The descriptor to poll, until the front is gone.
-    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
-        self.from_front.as_ref().map(|f| f.as_fd())
-    }
-
-    /// Read everything there is, without blocking: the signals handed
-    /// over go into `signals`; true if the front is gone (end of file).
-    pub fn read_into(&mut self, signals: &mut Vec<Received>) -> bool {
-        let mut lost = false;
-        let Some(pipe) = self.from_front.as_mut() else {
-            return lost;
-        };
-        let mut chunk = [0u8; RECORD * 64];
-        loop {
-            match pipe.read(&mut chunk) {
-                Ok(0) => {
-                    lost = true;
-                    self.from_front = None;
-                    break;
-                }
-                Ok(n) => {
-                    self.buf.extend_from_slice(&chunk[..n]);
-                    // A short read took all the pipe held: no second read
-                    // just to meet EAGAIN (what comes later wakes the poll).
-                    if n < chunk.len() {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(_) => {
-                    lost = true;
-                    self.from_front = None;
-                    break;
-                }
-            }
-        }
-        let whole = self.buf.len() / RECORD * RECORD;
-        for rec in self.buf[..whole].chunks_exact(RECORD) {
-            let int = |i: usize| i32::from_ne_bytes([rec[i], rec[i + 1], rec[i + 2], rec[i + 3]]);
-            if let Some(signal) = Signal::from_raw(int(0)) {
-                signals.push(Received {
-                    signal,
-                    from: int(4),
-                    code: int(8),
-                });
-            }
-        }
-        self.buf.drain(..whole);
-        lost
-    }
-}
-
-/// The back's way to the front: COMMAND's and the cleanup's progress, and
-/// the request to stop as COMMAND stopped. Cloned, it is the same pipe.
-#[derive(Clone)]
-pub struct ToFront {
-    to_front: Rc<File>,
-    board: Rc<Board>,
     /// The front's process group: the shell's job, which gets the terminal
     /// back while COMMAND is stopped or gone.
     pub front_pgid: i32,
     /// The front's pid (the process the supervisor started).
     pub front_pid: i32,
-    /// The front relays COMMAND's notification socket (see [`ToFront::stopping`]).
+    /// The front relays COMMAND's notification socket (see [`Link::stopping`]).
     pub relays: bool,
 }
 
-impl ToFront {
+impl Link {
+    /// The descriptor to poll, until the front is gone.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.from_front.as_ref().map(|f| f.as_fd())
+    }
+
+    /// Read everything there is, without blocking: each signal handed over
+    /// and the answer as events, then [`Event::FrontLost`] at end of file.
+    pub fn read_into(&mut self, events: &mut Vec<Event>) {
+        let Some(pipe) = self.from_front.as_mut() else {
+            return;
+        };
+        let lost = read_into(pipe, &mut self.buf);
+        each_record(&mut self.buf, |kind, from| {
+            let from = i32::try_from(from).unwrap_or_default();
+            match Signal::from_raw(kind) {
+                _ if kind == ANSWER => events.push(Event::Answered),
+                Some(signal) => events.push(Event::Signal(signal, from)),
+                None => {}
+            }
+        });
+        if lost {
+            self.from_front = None;
+            events.push(Event::FrontLost);
+        }
+    }
+
     /// One record, written whole; `false` if the front no longer reads.
-    fn send(&self, tag: u32, value: i32) -> bool {
-        let mut record = [0u8; NEWS];
-        record[0..4].copy_from_slice(&tag.to_ne_bytes());
-        record[4..8].copy_from_slice(&value.to_ne_bytes());
-        (&*self.to_front).write(&record).is_ok_and(|n| n == NEWS)
+    fn send(&self, kind: i32, value: i64) -> bool {
+        (&self.to_front)
+            .write(&record(kind, value))
+            .is_ok_and(|n| n == RECORD)
     }
 
     pub fn stop_front(&self, sig: Signal) -> bool {
-        self.send(STOPPED, sig.raw())
+        self.send(STOPPED, sig.raw().into())
     }
 
     pub fn command_started(&self, pid: i32) {
-        self.board.set(Slot::Command.at(), pid);
+        self.send(COMMAND, pid.into());
     }
 
+    /// COMMAND's status; the front answers once it has read its signals.
     pub fn command_status(&self, status: Status) {
-        self.board.set(Slot::Status.at(), encode_status(status));
+        self.send(STATUS, encode_status(status));
     }
 
-    /// The cleanup starts now, with `cause` as its REAP_CAUSE: what a
-    /// front that takes over needs to let it finish (its timeout counts
-    /// from this start). Said before the spawn: a back killed right after
-    /// it, before [`ToFront::cleanup_started`], leaves the front a cleanup
-    /// it must not run again.
+    /// The cleanup starts now, with `cause` as its REAP_CAUSE: what a front
+    /// that takes over needs to let it finish (its timeout counts from
+    /// this start). Said before the spawn: a back killed right after it,
+    /// before [`Link::cleanup_started`], leaves the front a cleanup it must
+    /// not run again.
     pub fn cleanup_starting(&self, cause: Cause) {
-        let at = pgkit::deadline::monotonic_ms();
-        self.board.set(Slot::CleanupAtLow.at(), at as u32 as i32);
-        self.board
-            .set(Slot::CleanupAtHigh.at(), (at >> 32) as u32 as i32);
-        self.board.set(Slot::Cause.at(), encode_cause(cause));
-        // Last: a front that reads the mark reads the rest too (each set is
-        // a release, each get an acquire).
-        self.board.set(Slot::Starting.at(), 1);
+        let at = CAUSES.iter().position(|&c| c == cause).unwrap_or_default();
+        self.send(CAUSE, at as i64);
+        let now = pgkit::deadline::monotonic_ms();
+        self.send(STARTING, i64::try_from(now).unwrap_or(i64::MAX));
     }
 
     /// The cleanup was spawned: its pid.
     pub fn cleanup_started(&self, pid: i32) {
-        self.board.set(Slot::Cleanup.at(), pid);
+        self.send(CLEANUP, pid.into());
     }
 
     /// The cleanup starts: the front sends `STOPPING=1` to the service
@@ -709,20 +620,15 @@ impl ToFront {
     /// timeout (EXTEND_TIMEOUT_USEC=).
     pub fn extend(&self, ms: u64) {
         if self.relays {
-            self.send(EXTEND, i32::try_from(ms).unwrap_or(i32::MAX));
+            self.send(EXTEND, i64::try_from(ms).unwrap_or(i64::MAX));
         }
     }
 
-    /// Right before the back exits (after [`ToFront::exiting`]), or execs
-    /// the cleanup: from now on reap ends with the status the back said,
-    /// or, having said none, as the back (the cleanup) ends; not a loss.
-    pub fn finished(&self) {
-        self.board.set(Slot::Finished.at(), 1);
-    }
-
-    /// The status the back is about to exit with.
-    pub fn exiting(&self, status: Status) {
-        self.board.set(Slot::Exit.at(), encode_status(status));
+    /// Right before the back exits with `status`, or (`None`) execs the
+    /// cleanup: from now on reap ends with the status said or, with none,
+    /// as the back (the cleanup) ends; not a loss.
+    pub fn finished(&self, status: Option<Status>) {
+        self.send(FINISHED, status.map_or(NO_STATUS, encode_status));
     }
 }
 
@@ -740,5 +646,6 @@ mod tests {
         ] {
             assert_eq!(decode_status(encode_status(s)), Some(s));
         }
+        assert_eq!(decode_status(NO_STATUS), None);
     }
 }

@@ -39,6 +39,9 @@ pub enum Event {
     Signal(Signal, i32),
     /// The front is gone (its pipe reached end of file).
     FrontLost,
+    /// The front has read its signals since COMMAND's status was said: each
+    /// one it had is in (see guardian.rs).
+    Answered,
     /// Everything pending has been read since the phase began (Start,
     /// Settle): the machine may go on.
     Drained,
@@ -109,9 +112,7 @@ pub enum Action {
     StartCleanup(Env),
     /// The cleanup replaces the back (`--exec-cleanup`).
     ExecCleanup(Env),
-    /// Tell the front the back has finished.
-    Finished,
-    /// The back ends with this status.
+    /// The back ends with this status (the front is told).
     Exit(Status),
 }
 
@@ -133,6 +134,8 @@ pub enum Note {
     KeepOrphans,
     FrontLostKillAll,
     StoppingLeftovers(Signal, i32),
+    /// A stop request the front had when COMMAND ended: REAP_CAUSE=cancel.
+    LateStop(Signal, i32),
     NotPassedOn(Signal, i32),
     GraceOverKillAll,
     CommandDone(Status, Cause),
@@ -199,6 +202,9 @@ pub struct Params {
     pub stop_all: bool,
     /// `--success-status`.
     pub successes: Successes,
+    /// A front answers once COMMAND's status is said ([`Event::Answered`]);
+    /// the cause waits for it.
+    pub front: bool,
 }
 
 impl Params {
@@ -214,6 +220,7 @@ impl Params {
             stop_delay: Some(config.stop_delay).filter(|d| !d.is_zero()),
             stop_all: config.stop_all,
             successes: config.successes,
+            front: false,
         }
     }
 
@@ -245,6 +252,8 @@ pub struct Machine {
     stop_sig: Signal,
     /// The front died.
     lost: bool,
+    /// The front answered.
+    answered: bool,
     /// COMMAND's status, once known.
     command: Option<Status>,
     /// The cleanup's status, once known.
@@ -277,6 +286,7 @@ impl Machine {
             delayed: None,
             stop_sig: params.signal,
             lost: false,
+            answered: false,
             command: None,
             cleanup: None,
             timed_out: false,
@@ -383,6 +393,11 @@ impl Machine {
             )
     }
 
+    /// A front is still to answer (see [`Event::Answered`]).
+    fn awaiting(&self) -> bool {
+        self.params.front && !self.answered && !self.lost
+    }
+
     /// When the first stop request came, if one did.
     pub fn stop_at(&self) -> Option<Instant> {
         self.stop_at
@@ -452,6 +467,38 @@ impl Machine {
     pub fn on(&mut self, event: Event, now: Instant) -> Vec<Action> {
         // A deadline left unstarted by `on_into` starts no later than this.
         self.sent(|| now);
+        let event = match event {
+            // The last of what counts for the cause: Settle waits for it.
+            Event::Answered if self.phase == Phase::Settle => {
+                self.answered = true;
+                Event::Drained
+            }
+            Event::Answered => {
+                self.answered = true;
+                return Vec::new();
+            }
+            // COMMAND has ended, and the front had not answered: a stop
+            // request it had by then may have come before the end (a
+            // paused front hands it over late), and counts.
+            Event::Signal(sig, from)
+                if self.awaiting()
+                    && !self.cancel
+                    && self.params.is_stop_request(sig)
+                    && matches!(
+                        self.phase,
+                        Phase::Settle
+                            | Phase::Sweep {
+                                for_command: true,
+                                stage: Stage::Stop(_) | Stage::Kill
+                            }
+                    ) =>
+            {
+                self.cancel = true;
+                self.mark_stop(Some(now));
+                return vec![Action::Say(Note::LateStop(sig, from))];
+            }
+            event => event,
+        };
         match self.phase {
             Phase::Start => self.on_start(event, now),
             Phase::Run { .. } => self.on_run(event, now),
@@ -741,6 +788,7 @@ impl Machine {
             Event::FrontLost => self.lost = true,
             Event::Signal(sig, _) if sig == Signal::CHLD => {}
             Event::Signal(sig, from) => return vec![Action::Say(Note::NotPassedOn(sig, from))],
+            Event::Drained if self.awaiting() => {}
             Event::Drained => {
                 let status = self
                     .command
@@ -810,13 +858,7 @@ impl Machine {
             // the event log says the status reap exits with.
             return vec![Action::Exit(Status::Exited(pgkit::error::TOOL_FAILED))];
         }
-        vec![
-            Action::Say(Note::Exiting(last)),
-            // The status first, then "finished": the front never sees the
-            // one without the other.
-            Action::Exit(last),
-            Action::Finished,
-        ]
+        vec![Action::Say(Note::Exiting(last)), Action::Exit(last)]
     }
 
     /// A Run deadline `after` from `now`, or from the moment the actions
@@ -846,8 +888,9 @@ mod tests {
     use super::*;
     use Action::*;
     use Event::{
-        CleanupExited, CleanupStartFailed, CleanupStarted, CommandExited, CommandStartFailed,
-        CommandStarted, DeadlinePassed, Drained, FrontLost, LeaderExited, TreeEmpty, TreeRemains,
+        Answered, CleanupExited, CleanupStartFailed, CleanupStarted, CommandExited,
+        CommandStartFailed, CommandStarted, DeadlinePassed, Drained, FrontLost, LeaderExited,
+        TreeEmpty, TreeRemains,
     };
 
     const TERM: Signal = Signal::TERM;
@@ -891,6 +934,7 @@ mod tests {
             stop_delay: None,
             stop_all: false,
             successes: Default::default(),
+            front: false,
         }
     }
 
@@ -1592,8 +1636,7 @@ mod tests {
             [
                 Say(Note::CleanupResult(Status::Exited(124))),
                 Say(Note::Exiting(Status::Exited(124))),
-                Exit(Status::Exited(124)),
-                Finished
+                Exit(Status::Exited(124))
             ]
         );
         assert_eq!(m.cleanup_result(), Some(Status::Exited(124)));
@@ -1628,8 +1671,7 @@ mod tests {
             [
                 Say(Note::CleanupResult(ok())),
                 Say(Note::Exiting(Status::Exited(3))),
-                Exit(Status::Exited(3)),
-                Finished
+                Exit(Status::Exited(3))
             ]
         );
         let (mut m, _) = settled(params(), Status::Exited(3), t);
@@ -1680,8 +1722,7 @@ mod tests {
             [
                 Say(Note::CommandDone(Status::Exited(7), Cause::Exit)),
                 Say(Note::Exiting(Status::Exited(7))),
-                Exit(Status::Exited(7)),
-                Finished
+                Exit(Status::Exited(7))
             ]
         );
         assert!(m.is_done());
@@ -2167,5 +2208,63 @@ mod tests {
         m.on_into(Event::Signal(TERM, FROM), || t, &mut Vec::new());
         m.sent(|| t);
         assert_eq!(m.deadline(), None, "the same when it starts at the send");
+    }
+
+    // The cause is fixed with the front's word.
+
+    #[test]
+    fn with_a_front_the_cause_waits_for_its_answer() {
+        let t = Instant::now();
+        let p = Params {
+            front: true,
+            ..params()
+        };
+        let mut m = running(p, t);
+        m.on(CommandExited(ok()), t);
+        m.on(TreeEmpty, t);
+        assert_eq!(m.on(Drained, t), [], "not before the front's answer");
+        assert_eq!(m.phase(), Phase::Settle);
+        assert_eq!(env(&m.on(Answered, t))[2], "REAP_CAUSE=exit");
+        // Gone instead of answering: the front's loss is the cause.
+        let mut m = running(p, t);
+        m.on(CommandExited(ok()), t);
+        m.on(TreeEmpty, t);
+        m.on(FrontLost, t);
+        assert_eq!(env(&m.on(Drained, t))[2], "REAP_CAUSE=lost");
+    }
+
+    #[test]
+    fn a_stop_request_the_front_had_when_command_ended_is_the_cause() {
+        let t = Instant::now();
+        let p = Params {
+            front: true,
+            ..params()
+        };
+        // Handed over during the sweep, or once it is over: before the answer.
+        for swept in [false, true] {
+            let mut m = running(p, t);
+            m.on(CommandExited(ok()), t);
+            if swept {
+                m.on(TreeEmpty, t);
+            }
+            assert_eq!(
+                m.on(Event::Signal(TERM, FROM), t),
+                [Say(Note::LateStop(TERM, FROM))]
+            );
+            m.on(TreeEmpty, t);
+            assert_eq!(env(&m.on(Answered, t))[2], "REAP_CAUSE=cancel");
+        }
+        // After the answer, or without a front: not passed on, no cause.
+        for p in [p, params()] {
+            let mut m = running(p, t);
+            m.on(CommandExited(ok()), t);
+            m.on(Answered, t);
+            m.on(TreeEmpty, t);
+            assert_eq!(
+                m.on(Event::Signal(TERM, FROM), t),
+                [Say(Note::NotPassedOn(TERM, FROM))]
+            );
+            assert_eq!(env(&m.on(Drained, t))[2], "REAP_CAUSE=exit");
+        }
     }
 }

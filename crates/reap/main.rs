@@ -76,9 +76,9 @@ fn run() -> ! {
     let mut leftover = None;
     // Held while the back lives (--exec-cleanup's exec closes them).
     let mut back_marks = pgkit::guard::Marked::default();
-    let (link, to_front, signals) = if reap::is_pid1() {
+    let (link, signals) = if reap::is_pid1() {
         verbose!("running as PID 1: reaping every orphan of the namespace");
-        (None, None, None)
+        (None, None)
     } else {
         // With a terminal on stdin the back stays in the caller's session
         // (in a group of its own) so COMMAND can have the terminal; see
@@ -98,27 +98,26 @@ fn run() -> ! {
                 // The front starts nothing that should get the activated
                 // descriptors (the back has its own copies).
                 service.command_started();
-                let (lost, signals, relay) = front.run(caught, relay);
+                let (lost, signals, relay) = front.run(relay);
                 let inbox = Inbox::new(signals, None)
                     .with_relay(relay)
                     .with_outlet(outlet);
-                let terminal = Terminal::new(handed_over, config.foreground, None);
-                let line = Back::new(&config, &startup, inbox, terminal, handed_over, None)
+                let terminal = Terminal::new(handed_over, config.foreground);
+                let line = Back::new(&config, &startup, inbox, terminal, handed_over)
                     .with_cgroup(cgroup)
                     .recover(&lost);
                 pgkit::warn!("{line}");
                 exit::exit_code(pgkit::error::TOOL_FAILED)
             }
-            Split::Back(link, mut to_front, signals) => {
+            Split::Back(mut link, signals) => {
                 // The front relays; this copy only passes the path on, and
                 // removes the socket if the front is killed.
-                to_front.relays = relay.is_some();
+                link.relays = relay.is_some();
                 leftover = relay.take().map(notify::Relay::disown);
                 if let Err(e) = reap::become_subreaper() {
                     // The front ends as the back does, without a line of
                     // its own.
-                    to_front.exiting(pgkit::Status::Exited(pgkit::error::TOOL_FAILED));
-                    to_front.finished();
+                    link.finished(Some(pgkit::Status::Exited(pgkit::error::TOOL_FAILED)));
                     Error::sys("become a child subreaper", e).exit()
                 }
                 // Before COMMAND exists: an outer graceful's deadline spares
@@ -129,7 +128,7 @@ fn run() -> ! {
                     verbose!("marked as reap's subreaper process for {n} outer graceful(s)");
                 }
                 back_marks = marked;
-                (Some(link), Some(to_front), Some(signals))
+                (Some(link), Some(signals))
             }
         }
     };
@@ -150,8 +149,8 @@ fn run() -> ! {
         .with_relay(relay)
         .with_leftover(leftover)
         .with_outlet(outlet);
-    let terminal = Terminal::new(handed_over, config.foreground, to_front.clone());
-    let status = Back::new(&config, &startup, inbox, terminal, handed_over, to_front)
+    let terminal = Terminal::new(handed_over, config.foreground);
+    let status = Back::new(&config, &startup, inbox, terminal, handed_over)
         .with_service(service)
         .with_cgroup(cgroup)
         .with_back_marks(back_marks)

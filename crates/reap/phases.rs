@@ -19,7 +19,7 @@
 //! (an exit, a stop, a deadline) makes that wait return at once.
 
 use crate::config::Config;
-use crate::guardian::{BackLink, LostBack, ToFront};
+use crate::guardian::{Link, LostBack};
 use crate::machine::{Action, Env, Event, Machine, Note, Params, Phase};
 use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
@@ -42,7 +42,9 @@ const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
 /// Where events come from: the back's own signalfd and the front's pipe.
 pub struct Inbox {
     signals: SignalFd,
-    front: Option<BackLink>,
+    /// The link to the front (a split reap's back only), kept once the
+    /// front is gone: its pid names it.
+    front: Option<Link>,
     /// The last wait found the signalfd readable, and it was not read
     /// since (or no wait was made yet).
     signals_ready: bool,
@@ -67,7 +69,7 @@ pub struct Inbox {
 }
 
 impl Inbox {
-    pub fn new(signals: SignalFd, front: Option<BackLink>) -> Inbox {
+    pub fn new(signals: SignalFd, front: Option<Link>) -> Inbox {
         Inbox {
             signals,
             front,
@@ -136,15 +138,10 @@ impl Inbox {
             .as_mut()
             .filter(|_| std::mem::take(&mut self.front_ready))
         {
-            let lost = front.read_into(&mut self.handed);
-            events.extend((self.handed.drain(..)).map(|r| Event::Signal(r.signal, r.from)));
-            if lost {
-                events.push(Event::FrontLost);
-                self.front = None;
-                // Nobody relays any more: the socket and its directory go.
-                if let Some(leftover) = self.leftover.take() {
-                    leftover.remove();
-                }
+            front.read_into(events);
+            // Gone: nobody relays any more, the socket and its directory go.
+            if let Some(leftover) = self.leftover.take_if(|_| front.fd().is_none()) {
+                leftover.remove();
             }
         }
     }
@@ -218,8 +215,6 @@ pub struct Back<'a> {
     sweeper: Sweeper,
     machine: Machine,
     handed_over: bool,
-    /// The way to the front (the back of a split reap only).
-    to_front: Option<ToFront>,
     /// COMMAND, then the cleanup: kept unreaped while its group may be
     /// signalled.
     leader: Option<Child>,
@@ -267,17 +262,20 @@ impl<'a> Back<'a> {
         inbox: Inbox,
         terminal: Terminal,
         handed_over: bool,
-        to_front: Option<ToFront>,
     ) -> Back<'a> {
+        // A front answers before the cause is fixed (see guardian.rs).
+        let front = inbox.front.is_some();
         Back {
             config,
             startup,
             inbox,
             terminal,
             sweeper: Sweeper::new(),
-            machine: Machine::new(Params::of(config)),
+            machine: Machine::new(Params {
+                front,
+                ..Params::of(config)
+            }),
             handed_over,
-            to_front,
             leader: None,
             hinted: false,
             cleanup_mark: Default::default(),
@@ -335,7 +333,7 @@ impl<'a> Back<'a> {
     /// The cleanup starts: `STOPPING=1` to the service manager, sent by the
     /// front (the unit's main process) or, without one, by this process.
     fn stopping(&self) {
-        match (&self.to_front, &self.inbox.relay) {
+        match (&self.inbox.front, &self.inbox.relay) {
             (Some(front), _) => front.stopping(),
             (None, Some(relay)) => relay.send("STOPPING=1"),
             (None, None) => {}
@@ -347,13 +345,13 @@ impl<'a> Back<'a> {
     /// [`Extension`]), sent by the front (the unit's main process) or,
     /// without one, by this process. Returns when to extend again.
     fn extend(&mut self) -> Option<Instant> {
-        let relays = self.to_front.as_ref().is_some_and(|f| f.relays);
+        let relays = self.inbox.front.as_ref().is_some_and(|f| f.relays);
         if !(relays || self.inbox.relay.is_some()) || !self.machine.stopping() {
             return None;
         }
         let (by, again) = (self.extension).next(self.machine.deadline(), Instant::now());
         let ms = by.map(|by| u64::try_from(by.as_millis()).unwrap_or(u64::MAX));
-        match (ms, &self.to_front, &self.inbox.relay) {
+        match (ms, &self.inbox.front, &self.inbox.relay) {
             (Some(ms), Some(front), _) => front.extend(ms),
             (Some(ms), None, Some(relay)) => relay.extend(ms),
             _ => {}
@@ -370,7 +368,7 @@ impl<'a> Back<'a> {
         if !std::mem::take(&mut self.cut) {
             return;
         }
-        let pid = self.to_front.as_ref().map_or(0, |f| f.front_pid);
+        let pid = self.inbox.front.as_ref().map_or(0, |f| f.front_pid);
         let when = match stopping {
             Some(d) => format!(
                 "{:.1}s after the stop request, before the grace ({}) ran out",
@@ -646,7 +644,7 @@ impl<'a> Back<'a> {
             return self.feed(Event::CommandExited(status));
         }
         match child.poll_job() {
-            Some(Job::Stopped(sig)) => self.terminal.on_stop(child, sig),
+            Some(Job::Stopped(sig)) => self.terminal.on_stop(self.inbox.front.as_ref(), child, sig),
             Some(Job::Continued) => self.terminal.continued(),
             None => {}
         }
@@ -758,7 +756,7 @@ impl<'a> Back<'a> {
             Action::Say(Note::StopDelayed(sig, from) | Note::StopDelayCut(sig, from)) => {
                 events::signal(sig, from, "trigger", None)
             }
-            Action::Say(Note::StoppingLeftovers(sig, from)) => {
+            Action::Say(Note::StoppingLeftovers(sig, from) | Note::LateStop(sig, from)) => {
                 events::signal(sig, from, "trigger", None)
             }
             Action::Say(
@@ -848,12 +846,13 @@ impl<'a> Back<'a> {
             Action::NameSurvivors(sig) => self.name_survivors(sig),
             Action::ContinueCommand => {
                 if let Some(child) = &self.leader {
-                    self.terminal.on_continue(child);
+                    self.terminal.on_continue(self.inbox.front.as_ref(), child);
                 }
             }
             Action::StopWithTool(sig) => {
                 if let Some(child) = &self.leader {
-                    self.terminal.on_tool_stop(child, sig);
+                    self.terminal
+                        .on_tool_stop(self.inbox.front.as_ref(), child, sig);
                 }
             }
             Action::ContinueIfStopped => {
@@ -864,7 +863,7 @@ impl<'a> Back<'a> {
             // While COMMAND is unreaped, its group's id is still its own.
             Action::ReleaseTerminal => {
                 if let Some(child) = &self.leader {
-                    self.terminal.release(child);
+                    self.terminal.release(self.inbox.front.as_ref(), child);
                 }
             }
             Action::KillGroup => self.kill_group(),
@@ -891,7 +890,7 @@ impl<'a> Back<'a> {
             }
             Action::ReapLeader => self.reap_leader(),
             Action::ReportStatus(status) => {
-                if let Some(front) = &self.to_front {
+                if let Some(front) = &self.inbox.front {
                     front.command_status(status);
                 }
             }
@@ -902,11 +901,6 @@ impl<'a> Back<'a> {
             Action::ExecCleanup(env) => {
                 self.remove_cgroup();
                 self.exec_cleanup(env)
-            }
-            Action::Finished => {
-                if let Some(front) = &self.to_front {
-                    front.finished();
-                }
             }
             Action::Exit(status) => {
                 self.remove_cgroup();
@@ -924,8 +918,8 @@ impl<'a> Back<'a> {
                         ("memory_peak", usage.memory_peak),
                     ],
                 );
-                if let Some(front) = &self.to_front {
-                    front.exiting(status);
+                if let Some(front) = &self.inbox.front {
+                    front.finished(Some(status));
                 }
                 self.exit = Some(status)
             }
@@ -1041,7 +1035,7 @@ impl<'a> Back<'a> {
                 self.service.command_started();
                 // The grace's timer, open before any stop signal goes out.
                 poll::open_timer();
-                if let Some(front) = &self.to_front {
+                if let Some(front) = &self.inbox.front {
                     front.command_started(child.pid());
                 }
                 verbose!(
@@ -1093,7 +1087,7 @@ impl<'a> Back<'a> {
         // From now on an outer graceful's deadline spares everything below
         // this process, then the cleanup's tree while it runs (pgkit::guard).
         self.cleanup_mark = pgkit::guard::mark(pgkit::guard::Role::Cleanup);
-        if let Some(front) = &self.to_front {
+        if let Some(front) = &self.inbox.front {
             front.cleanup_starting(self.machine.cause());
         }
         let mut spawn = self.cleanup_spawn(env);
@@ -1104,7 +1098,7 @@ impl<'a> Back<'a> {
         match started {
             Ok(child) => {
                 self.cleanup_mark.cleanup_is(child.pid());
-                if let Some(front) = &self.to_front {
+                if let Some(front) = &self.inbox.front {
                     front.cleanup_started(child.pid());
                 }
                 verbose!("cleanup started: pid {}", child.pid());
@@ -1135,8 +1129,8 @@ impl<'a> Back<'a> {
         }
         // From now on the cleanup's end is reap's end (the exec closes the
         // pipe to the front).
-        if let Some(front) = &self.to_front {
-            front.finished();
+        if let Some(front) = &self.inbox.front {
+            front.finished(None);
         }
         // Signals read now are not left pending for the cleanup's image:
         // among them the SIGPIPE of that write when the front is gone,
@@ -1218,6 +1212,10 @@ impl<'a> Back<'a> {
             Note::NotPassedOn(sig, from) => {
                 verbose!("received {sig} from pid {from}: not passed on")
             }
+            Note::LateStop(sig, from) => verbose!(
+                "received {sig} from pid {from}, a stop request the front had when COMMAND \
+                 ended: not passed on; REAP_CAUSE=cancel"
+            ),
             Note::GraceOverKillAll => verbose!("grace over: killing every descendant left"),
             Note::CommandDone(status, cause) => verbose!(
                 "COMMAND {status}; every descendant is gone; cause: {}",
@@ -1265,9 +1263,7 @@ fn signals_only_while_running(phase: Phase, events: &[Event], extra_ready: bool)
 /// had not reached the cleanup, or no such child is there (the spawn did
 /// not happen, or `/proc` cannot say, and the cleanup is run).
 fn spawned_unnoted(news: &crate::guardian::BackNews) -> Option<i32> {
-    if !news.cleanup_starting {
-        return None;
-    }
+    news.cleanup_at_ms?;
     let pid = descend::children()?
         .into_iter()
         .find(|&pid| pgkit::procfs::stat(pid).is_some_and(|p| p.pgid == pid))?;

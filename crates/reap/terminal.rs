@@ -12,7 +12,7 @@
 //! `fg` hands the terminal over. As PID 1 there is no front: pgkit's
 //! [`JobControl`] rules apply as in pgwrap.
 
-use crate::guardian::ToFront;
+use crate::guardian::Link;
 use pgkit::tty::{self, Foreground, JobControl};
 use pgkit::{verbose, Child, Signal, Target};
 
@@ -21,15 +21,12 @@ pub struct Terminal {
     /// hand-over when the job comes to the foreground, and whether COMMAND
     /// is stopped (job control).
     jobs: JobControl,
-    /// The front, when reap is split in two.
-    front: Option<ToFront>,
 }
 
 impl Terminal {
-    pub fn new(handed_over: bool, mode: Foreground, front: Option<ToFront>) -> Terminal {
+    pub fn new(handed_over: bool, mode: Foreground) -> Terminal {
         Terminal {
             jobs: JobControl::new(handed_over, mode),
-            front,
         }
     }
 
@@ -43,22 +40,23 @@ impl Terminal {
         self.jobs.continued();
     }
 
-    /// COMMAND was stopped by `sig`.
-    pub fn on_stop(&mut self, child: &Child, sig: Signal) {
+    /// COMMAND was stopped by `sig`. `front`: the front, when reap is
+    /// split in two (so for each call below).
+    pub fn on_stop(&mut self, front: Option<&Link>, child: &Child, sig: Signal) {
         self.jobs.mark_stopped();
         verbose!("COMMAND stopped by {sig}");
         let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
-        match self.front.as_ref() {
-            Some(front) if !self.jobs.handed_over && background_io && self.jobs.follows_fg => {
-                if tty::foreground_group() == Some(front.front_pgid) {
+        match front {
+            Some(link) if !self.jobs.handed_over && background_io && self.jobs.follows_fg => {
+                if tty::foreground_group() == Some(link.front_pgid) {
                     // Brought to the foreground since it started: COMMAND
                     // gets the terminal it asked for.
-                    return self.on_continue(child);
+                    return self.on_continue(front, child);
                 }
                 // --foreground in the background: the front stops as
                 // COMMAND did, and `fg` (the front's CONT) hands over.
                 self.jobs.hint(child.pid(), sig);
-                front.stop_front(sig);
+                link.stop_front(sig);
             }
             Some(front) if self.jobs.handed_over && tty::is_job_stop(sig) => {
                 if tty::foreground_group() == Some(child.pid()) {
@@ -76,8 +74,8 @@ impl Terminal {
     /// reap (the front, or reap itself as PID 1) was stopped from the
     /// terminal: COMMAND's group is stopped first, then the front the same
     /// way, so the shell's whole job stops.
-    pub fn on_tool_stop(&mut self, child: &Child, sig: Signal) {
-        let Some(front) = self.front.as_mut() else {
+    pub fn on_tool_stop(&mut self, front: Option<&Link>, child: &Child, sig: Signal) {
+        let Some(front) = front else {
             return self.jobs.on_tool_stop(child, sig);
         };
         verbose!("received {sig}: stopping COMMAND's group, then the front");
@@ -93,11 +91,11 @@ impl Terminal {
 
     /// The front was continued (or reap received CONT): continue COMMAND
     /// if it is stopped, with the terminal if the front's group has it.
-    pub fn on_continue(&mut self, child: &Child) {
+    pub fn on_continue(&mut self, front: Option<&Link>, child: &Child) {
         if !self.jobs.is_stopped() {
             return;
         }
-        let Some(front) = &self.front else {
+        let Some(front) = front else {
             self.jobs.on_continue(child);
             return;
         };
@@ -115,13 +113,13 @@ impl Terminal {
     /// COMMAND is gone: the terminal goes back to the shell's job. Once
     /// only, and only while COMMAND is unreaped: after that its group's id
     /// may belong to a stranger's group, which must keep the terminal.
-    pub fn release(&mut self, child: &Child) {
+    pub fn release(&mut self, front: Option<&Link>, child: &Child) {
         if !self.jobs.handed_over || child.is_reaped() {
             return;
         }
         self.jobs.handed_over = false;
         let child_pgid = child.pid();
-        match &self.front {
+        match front {
             Some(front) if tty::foreground_group() == Some(child_pgid) => {
                 let _ = tty::give_to(front.front_pgid);
             }

@@ -573,7 +573,7 @@ fn strace_the_back(
 #[test]
 fn a_back_killed_on_its_way_out_leaves_reaps_status_as_commands() {
     // The back has finished (COMMAND reaped, nothing left, its exit status
-    // on the board for the front) and is SIGKILLed at its exit_group, by
+    // said to the front) and is SIGKILLed at its exit_group, by
     // strace's injection: reap's work is done, so the front ends with the
     // status the back was exiting with (COMMAND's 3), not by a KILL that
     // only its subreaper process got. On a slow machine a kill of the back
@@ -741,5 +741,50 @@ fn a_kill_within_the_grace_says_how_long_command_had_been_stopping() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no stopping_ms: {exit}"));
     assert!((1000..35_000).contains(&ms), "{exit}");
+    drop(guard);
+}
+
+#[test]
+fn a_stop_request_to_a_paused_front_is_still_the_cause() {
+    // The front is stopped (SIGSTOP: a debugger, a throttled cgroup) and
+    // gets TERM meanwhile; COMMAND then exits by itself, and the front is
+    // continued later. A pause delays what follows and changes nothing
+    // else: the TERM came before the cleanup, so REAP_CAUSE is `cancel`
+    // and the log has its `signal` event, as with the back paused instead.
+    let dir = temp_dir("reap-paused-front");
+    let log = dir.join("events.jsonl");
+    let mut run = reap([
+        format!("--events={}", log.display()),
+        "--cleanup".into(),
+        "echo $REAP_CAUSE".into(),
+        "--".into(),
+        "sleep".into(),
+        "1".into(),
+    ])
+    .spawn();
+    let mut guard = Guard::new();
+    let back = back_of(run.pid());
+    guard.watch(back);
+    procfs::wait_until("COMMAND runs", TIMEOUT, || {
+        !procfs::children_of(back).is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let stopped_at = Instant::now();
+    run.signal(libc::SIGSTOP);
+    procfs::wait_until("the front is stopped", TIMEOUT, || {
+        procfs::is_stopped(run.pid())
+    });
+    run.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(1500).saturating_sub(stopped_at.elapsed()));
+    run.signal(libc::SIGCONT);
+    let lines = run.expect_eof(TIMEOUT);
+    run.wait_exit(TIMEOUT);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(lines, ["cancel"], "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("\"event\":\"signal\"") && l.contains("\"name\":\"TERM\"")),
+        "a signal event for the TERM: {text}"
+    );
     drop(guard);
 }

@@ -18,7 +18,6 @@
 //! | `descend`   | finding and signalling every descendant, escapees included        |
 //! | `pidfd`     | pidfds opened (with their fallbacks), signals sent through them   |
 //! | `fork`      | a second process of the tool, and the pipes that link the two     |
-//! | `board`     | a shared page the two write and read without waking each other    |
 //! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `guard`     | the marks by which graceful spares what an inner reap guards      |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
@@ -75,7 +74,6 @@
 //! it is sound in a `// SAFETY:` line.
 
 pub mod args;
-pub mod board;
 pub mod cgroup;
 pub mod child;
 pub mod cli;

@@ -17,7 +17,7 @@ const ERRORS: [&str; 3] = ["ENOSYS", "EPERM", "EINVAL"];
 
 /// reap with `waitid` refused. In the front alone (strace without `-f`
 /// traces the process it starts only): the front learns the back's end
-/// from `/proc` and how it ended from the board. Everywhere: the back
+/// from `/proc` and how it ended from its last record. Everywhere: the back
 /// reads COMMAND's status from `/proc` as well. Either way reap ends as
 /// COMMAND ended, and says nothing. Before, both hung: the front took the
 /// back for lost and then waited for ever on its zombie, and the back's
