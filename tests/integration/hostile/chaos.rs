@@ -22,7 +22,11 @@
 //! harness sends to the tool or its group (0-300 us after it, for 100-500
 //! ms): they stop a process between two steps of its handling of that
 //! signal (pass it on, then record it), where random milliseconds almost
-//! never land. A descriptor shared with the event log: the tool's stdout
+//! never land. And a pause of reap's front (reap the whole chain) spans a
+//! stop request sent to it and COMMAND's own end: the request reached reap
+//! before COMMAND ended, so REAP_CAUSE is `cancel` (seeds 848, 4336, 4808,
+//! 6974 and 7471 found `exit` or `signal` where the back fixed the cause
+//! without the front's word). A descriptor shared with the event log: the tool's stdout
 //! a pipe the supervisor reads slowly (4 KiB each 20 ms; in some
 //! scenarios not at all until the tool has exited), given as `--events 1`
 //! to some tools of the chain, while the root writes 192-512 lines of 512
@@ -727,6 +731,32 @@ fn generate(seed: u64, caps: Caps) -> Scenario {
             });
         }
     }
+    // A pause of reap's front that spans a stop request sent to it and
+    // COMMAND's own end: the request reached reap before COMMAND ended, so
+    // it is the cause (`cancel`), though the front hands it over only once
+    // continued, after the back has seen COMMAND end.
+    let mut fr = Rng::new(seed.wrapping_mul(0x5851_f42d_4c95_7f2d) ^ 0x0066_726f_6e74);
+    // (The cause is checked where reap is the whole chain.)
+    let cleanup = matches!(&layers[..], [Tool::Reap(o)] if o.cleanup.is_some());
+    if mode == Mode::Plain && !self_stops && cleanup && chance(&mut fr, 60) {
+        let life = nodes[0].life;
+        let spanned = events.iter().find(|e| {
+            e.target == Target::Tool
+                && STOPS.contains(&e.sig)
+                && !ign.contains(&e.sig)
+                && e.at > 1
+                && e.at + TOL < life
+        });
+        if let Some(e) = spanned {
+            let at = e.at - ms(&mut fr, 1, e.at.min(100));
+            pauses.push(Pause {
+                at,
+                target: Target::Layer(0),
+                ms: life - at + ms(&mut fr, 100, 400),
+                after: None,
+            });
+        }
+    }
     // A descriptor shared with the event log: where /proc is the tools'
     // own (the log reopens its descriptor there) and nothing else limits
     // them.
@@ -1154,7 +1184,8 @@ impl Sim<'_> {
         let (gone, done) = (self.layers[i].gone, self.layers[i].child_done.is_some());
         if !gone && done && STOPS.contains(&s) && !ign {
             // A stop request while reap sweeps the leftovers: the contract
-            // does not say whether it still counts as a cancel.
+            // does not say whether it still counts as a cancel (one that
+            // came before COMMAND ended does: see `stop_before_end`).
             if matches!(self.sc.layers[i], Tool::Reap(_)) && self.ch.either() {
                 self.layers[i].cancelled = true;
             }
@@ -1494,6 +1525,8 @@ impl Sim<'_> {
                 if i == k - 1 {
                     let cause = if l.lost_env {
                         "lost"
+                    } else if self.stop_before_end(i) {
+                        "cancel"
                     } else {
                         self.reap_cause(i, child, false)
                     };
@@ -1515,6 +1548,22 @@ impl Sim<'_> {
             }
         };
         self.layer_ended(i, t, o);
+    }
+
+    /// A stop request reached reap (the outer tool, signalled directly)
+    /// before COMMAND ended: it is the cause, even where a pause of the
+    /// front let the model take COMMAND's end, or reap's, first.
+    fn stop_before_end(&self, i: usize) -> bool {
+        let Some((ended, _)) = self.layers[i].child_done else {
+            return false;
+        };
+        i == 0
+            && self.sc.events.iter().any(|e| {
+                matches!(e.target, Target::Tool | Target::Group)
+                    && STOPS.contains(&e.sig)
+                    && !self.sc.ign.contains(&e.sig)
+                    && e.at + tol() < ended
+            })
     }
 
     /// REAP_CAUSE as the contract orders the causes.
@@ -2573,6 +2622,36 @@ fn chaos_supervisor_holds_the_machinery_through_an_exec() {
         0,
         "the machinery taken for ended while it ran: {text}"
     );
+}
+
+/// A pause of reap's front over a stop request to reap and COMMAND's own
+/// end: the request is the cause. Before the back fixed the cause with the
+/// front's word, these seeds' cleanups saw these, which the model refuses.
+#[test]
+fn chaos_model_a_stop_request_to_a_paused_front_is_the_cause() {
+    let caps = Caps {
+        root: true,
+        unshare: true,
+        stop_delay: true,
+        cleanup_exec: true,
+        stop_all: true,
+        cgroup: true,
+    };
+    for (seed, seen) in [
+        (848, (192, "signal")),
+        (4336, (161, "signal")),
+        (4808, (3, "exit")),
+        (6974, (2, "exit")),
+        (7471, (3, "exit")),
+    ] {
+        let sc = generate(seed, caps);
+        let envs: BTreeSet<_> = expectations(&sc).iter().map(|e| e.reap_env).collect();
+        assert!(
+            envs.contains(&Some((seen.0, "cancel"))) && !envs.contains(&Some(seen)),
+            "seed {seed}: {envs:?}: {}",
+            sc.describe()
+        );
+    }
 }
 
 #[test]
