@@ -106,11 +106,6 @@ pub struct Config {
     pub named: SigSet,
 }
 
-/// The signals that ask reap to stop (passed on, they start the grace).
-pub fn stop_requests() -> SigSet {
-    SigSet::stop_requests()
-}
-
 impl Config {
     /// The grace period, `None` for `inf`.
     pub fn grace(&self) -> Option<Duration> {

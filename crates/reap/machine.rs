@@ -23,7 +23,7 @@
 //!   stops it (status 124). Its leftovers are swept in turn, uninterrupted.
 //! - Done: reap's final status.
 
-use crate::config::{stop_requests, Config};
+use crate::config::Config;
 use crate::outcome::{cleanup_env, final_status, Cause, Successes, CLEANUP_TIMED_OUT};
 use pgkit::{tty, SigSet, Signal, Status};
 use std::time::{Duration, Instant};
@@ -233,7 +233,7 @@ impl Params {
     /// Whether `sig`, received, is a stop request (passed on, and a stop
     /// signal): COMMAND then gets `--grace` to exit.
     fn is_stop_request(&self, sig: Signal) -> bool {
-        self.forwards(sig) && stop_requests().contains(sig)
+        self.forwards(sig) && SigSet::stop_requests().contains(sig)
     }
 }
 
@@ -396,6 +396,11 @@ impl Machine {
     /// A front is still to answer (see [`Event::Answered`]).
     fn awaiting(&self) -> bool {
         self.params.front && !self.answered && !self.lost
+    }
+
+    /// The stop request that started the grace (`--signal` before one).
+    pub fn stop_signal(&self) -> Signal {
+        self.stop_sig
     }
 
     /// When the first stop request came, if one did.

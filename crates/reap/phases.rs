@@ -36,9 +36,6 @@ use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-/// The budget exported to COMMAND, as graceful does (its `--grace` in ms).
-const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
-
 /// Where events come from: the back's own signalfd and the front's pipe.
 pub struct Inbox {
     signals: SignalFd,
@@ -229,8 +226,6 @@ pub struct Back<'a> {
     exit: Option<Status>,
     /// What systemd's variables become for COMMAND and the cleanup.
     service: Service,
-    /// The last stop request passed on.
-    last_stop: Option<Signal>,
     /// The `kill` event of the current KILL stage was written.
     kill_logged: bool,
     /// The cleanup's `cleanup_exited` event was written.
@@ -282,7 +277,6 @@ impl<'a> Back<'a> {
             back_marks: Default::default(),
             exit: None,
             service: Service::default(),
-            last_stop: None,
             cleanup_logged: false,
             held_logged: None,
             kill_logged: false,
@@ -575,23 +569,23 @@ impl<'a> Back<'a> {
         }
     }
 
-    /// Feed one event to the machine and carry out what it says.
+    /// Feed one event to the machine and carry out what it says, then
+    /// the result of a start the actions made (COMMAND's, the cleanup's).
     fn feed(&mut self, event: Event) {
-        // An action that feeds the machine again finds the vector taken
-        // and uses one of its own.
-        let mut actions = std::mem::take(&mut self.actions);
-        self.machine.on_into(event, Instant::now, &mut actions);
-        for action in actions.drain(..) {
-            self.act(action);
-        }
-        // A grace that a stop request started counts from here, the stop
-        // signal sent: its clock is read after the kill, not before.
-        self.machine.sent(Instant::now);
-        if actions.capacity() >= self.actions.capacity() {
+        let mut next = Some(event);
+        while let Some(event) = next.take() {
+            let mut actions = std::mem::take(&mut self.actions);
+            self.machine.on_into(event, Instant::now, &mut actions);
+            for action in actions.drain(..) {
+                next = self.act(action).or(next);
+            }
+            // A grace that a stop request started counts from here, the
+            // stop signal sent: its clock is read after the kill, not before.
+            self.machine.sent(Instant::now);
             self.actions = actions;
-        }
-        if event == Event::FrontLost && self.front_killed.is_none() {
-            self.front_lost();
+            if event == Event::FrontLost && self.front_killed.is_none() {
+                self.front_lost();
+            }
         }
     }
 
@@ -744,7 +738,7 @@ impl<'a> Back<'a> {
             // The stop request held by --stop-delay was logged on receipt.
             Action::Forward(sig, _) if self.held_logged == Some(sig) => {}
             Action::Forward(sig, from) => {
-                let stop = crate::config::stop_requests().contains(sig);
+                let stop = pgkit::SigSet::stop_requests().contains(sig);
                 let out = self.config.route.route(sig);
                 let how = match out {
                     _ if stop => "trigger",
@@ -767,7 +761,8 @@ impl<'a> Back<'a> {
             Action::StopWithTool(sig) => events::signal(sig, 0, "job-control", None),
             Action::Say(Note::StopRequested) => events::sent(
                 "stop",
-                self.machine_stop_signal(),
+                (self.config.route.route(self.machine.stop_signal()))
+                    .unwrap_or(self.machine.stop_signal()),
                 if self.config.stop_all { "all" } else { "group" },
                 self.leader_pid(),
                 self.grace_ms(),
@@ -803,18 +798,8 @@ impl<'a> Back<'a> {
         events::sent(kind, sig, target, self.leader_pid(), grace);
     }
 
-    /// The stop signal just passed on (for the `stop` event).
-    fn machine_stop_signal(&self) -> Signal {
-        self.last_stop.unwrap_or(self.config.signal)
-    }
-
     /// Carry out one action of the machine.
-    fn act(&mut self, action: Action) {
-        if let Action::Forward(sig, _) = action {
-            if crate::config::stop_requests().contains(sig) {
-                self.last_stop = Some(self.config.route.route(sig).unwrap_or(sig));
-            }
-        }
+    fn act(&mut self, action: Action) -> Option<Event> {
         // Logged once carried out: the event's write(2) is never between a
         // signal and its passing on. No allocation: only the cleanup's
         // actions hold an environment, and they have no event here.
@@ -822,7 +807,7 @@ impl<'a> Back<'a> {
             Action::StartCleanup(_) | Action::ExecCleanup(_) => None,
             other => Some(other.clone()),
         };
-        self.carry_out(action);
+        let result = self.carry_out(action);
         if let Some(action) = logged {
             self.log_event(&action);
             match action {
@@ -831,12 +816,14 @@ impl<'a> Back<'a> {
                 _ => {}
             }
         }
+        result
     }
 
-    fn carry_out(&mut self, action: Action) {
+    /// Carry out one action; the result of a start, for the machine.
+    fn carry_out(&mut self, action: Action) -> Option<Event> {
         match action {
             Action::Say(note) => self.say(note),
-            Action::StartCommand => self.start_command(),
+            Action::StartCommand => return Some(self.start_command()),
             Action::Forward(sig, from) => self.forward(sig, from),
             Action::StopAll(sig) => {
                 let group = self.leader_pid();
@@ -896,11 +883,11 @@ impl<'a> Back<'a> {
             }
             Action::StartCleanup(env) => {
                 self.remove_cgroup();
-                self.start_cleanup(env)
+                return Some(self.start_cleanup(env));
             }
             Action::ExecCleanup(env) => {
                 self.remove_cgroup();
-                self.exec_cleanup(env)
+                return Some(self.exec_cleanup(env));
             }
             Action::Exit(status) => {
                 self.remove_cgroup();
@@ -921,9 +908,10 @@ impl<'a> Back<'a> {
                 if let Some(front) = &self.inbox.front {
                     front.finished(Some(status));
                 }
-                self.exit = Some(status)
+                self.exit = Some(status);
             }
         }
+        None
     }
 
     /// The grace is over: every descendant still there, named on stderr
@@ -1010,7 +998,7 @@ impl<'a> Back<'a> {
         }
     }
 
-    fn start_command(&mut self) {
+    fn start_command(&mut self) -> Event {
         let mut spawn = Spawn::new(&self.config.command);
         spawn
             .isolation(Isolation::Group)
@@ -1025,9 +1013,11 @@ impl<'a> Back<'a> {
         }
         // The budget along a chain: an inner graceful caps its grace to
         // this (and says so at start).
-        match self.config.grace() {
-            Some(g) => spawn.env(GRACE_VAR, g.as_millis().to_string()),
-            None => spawn.env_remove(GRACE_VAR),
+        // The budget exported to COMMAND, as graceful does.
+        const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
+        match self.grace_ms() {
+            -1 => spawn.env_remove(GRACE_VAR),
+            ms => spawn.env(GRACE_VAR, ms.to_string()),
         };
         let spawned = spawn.spawn(self.startup);
         match spawned {
@@ -1052,11 +1042,11 @@ impl<'a> Back<'a> {
                 );
                 events::started(child.pid(), child.pid(), pgkit::tty::own_session());
                 self.leader = Some(child);
-                self.feed(Event::CommandStarted);
+                Event::CommandStarted
             }
             Err(e) => {
                 pgkit::warn!("{}", e.msg);
-                self.feed(Event::CommandStartFailed(e.code));
+                Event::CommandStartFailed(e.code)
             }
         }
     }
@@ -1082,7 +1072,7 @@ impl<'a> Back<'a> {
         }
     }
 
-    fn start_cleanup(&mut self, env: Env) {
+    fn start_cleanup(&mut self, env: Env) -> Event {
         self.stopping();
         // From now on an outer graceful's deadline spares everything below
         // this process, then the cleanup's tree while it runs (pgkit::guard).
@@ -1104,16 +1094,16 @@ impl<'a> Back<'a> {
                 verbose!("cleanup started: pid {}", child.pid());
                 events::cleanup_started(child.pid(), false);
                 self.leader = Some(child);
-                self.feed(Event::CleanupStarted);
+                Event::CleanupStarted
             }
             Err(e) => {
                 pgkit::warn!("cleanup: {}", e.msg);
-                self.feed(Event::CleanupStartFailed(e.code));
+                Event::CleanupStartFailed(e.code)
             }
         }
     }
 
-    fn exec_cleanup(&mut self, env: Env) {
+    fn exec_cleanup(&mut self, env: Env) -> Event {
         let mut spawn = self.cleanup_spawn(env);
         verbose!("cleanup: executing in place (pid {})", std::process::id());
         self.stopping();
@@ -1144,7 +1134,7 @@ impl<'a> Back<'a> {
         pgkit::outlet::mute_unread();
         let e = spawn.exec(self.startup);
         pgkit::warn!("cleanup: {}", e.msg);
-        self.feed(Event::CleanupStartFailed(e.code));
+        Event::CleanupStartFailed(e.code)
     }
 
     /// Reap every exited child but `keep` (COMMAND or the cleanup, kept
