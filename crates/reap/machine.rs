@@ -319,7 +319,7 @@ impl Machine {
         if running {
             actions.push(Action::KillGroup);
         }
-        actions.extend(m.sweep(Stage::Kill, true));
+        let actions = m.sweep(actions, Stage::Kill, true);
         (m, actions)
     }
 
@@ -472,126 +472,222 @@ impl Machine {
     pub fn on(&mut self, event: Event, now: Instant) -> Vec<Action> {
         // A deadline left unstarted by `on_into` starts no later than this.
         self.sent(|| now);
-        let event = match event {
+        if event == Event::FrontLost {
+            self.lost = true;
+        }
+        let stop = |sig| self.params.is_stop_request(sig);
+        match (self.phase, event) {
+            (_, Event::Signal(sig, _)) if sig == Signal::CHLD => Vec::new(),
             // The last of what counts for the cause: Settle waits for it.
-            Event::Answered if self.phase == Phase::Settle => {
+            (Phase::Settle, Event::Answered) => {
                 self.answered = true;
-                Event::Drained
+                self.on(Event::Drained, now)
             }
-            Event::Answered => {
+            (_, Event::Answered) => {
                 self.answered = true;
-                return Vec::new();
+                Vec::new()
             }
             // COMMAND has ended, and the front had not answered: a stop
             // request it had by then may have come before the end (a
             // paused front hands it over late), and counts.
-            Event::Signal(sig, from)
-                if self.awaiting()
-                    && !self.cancel
-                    && self.params.is_stop_request(sig)
-                    && matches!(
-                        self.phase,
-                        Phase::Settle
-                            | Phase::Sweep {
-                                for_command: true,
-                                stage: Stage::Stop(_) | Stage::Kill
-                            }
-                    ) =>
-            {
+            (
+                Phase::Settle
+                | Phase::Sweep {
+                    for_command: true,
+                    stage: Stage::Stop(_) | Stage::Kill,
+                },
+                Event::Signal(sig, from),
+            ) if self.awaiting() && !self.cancel && stop(sig) => {
                 self.cancel = true;
                 self.mark_stop(Some(now));
-                return vec![Action::Say(Note::LateStop(sig, from))];
+                vec![Action::Say(Note::LateStop(sig, from))]
             }
-            event => event,
-        };
-        match self.phase {
-            Phase::Start => self.on_start(event, now),
-            Phase::Run { .. } => self.on_run(event, now),
-            Phase::Sweep { stage, for_command } => self.on_sweep(stage, for_command, event, now),
-            Phase::Settle => self.on_settle(event, now),
-            Phase::Cleanup { .. } => self.on_cleanup(event, now),
-            Phase::Done => Vec::new(),
-        }
-    }
-
-    fn on_start(&mut self, event: Event, now: Instant) -> Vec<Action> {
-        match event {
-            Event::Signal(sig, from) => self.held.push((sig, from)),
-            Event::FrontLost => self.lost = true,
+            (Phase::Start, Event::Signal(sig, from)) => {
+                self.held.push((sig, from));
+                Vec::new()
+            }
             // A front already gone (its group SIGKILLed right after the
             // start): starting COMMAND now would only be to kill it. For the
             // cleanup, as if killed at once (what a COMMAND started a moment
             // earlier would have become).
-            Event::Drained if self.lost => {
+            (Phase::Start, Event::Drained) if self.lost => {
                 let mut actions = vec![Action::Say(Note::NotStarting)];
                 actions.extend(self.command_done(Status::Signaled(Signal::KILL)));
-                return actions;
+                actions
             }
-            Event::Drained => return vec![Action::StartCommand],
-            Event::CommandStarted => {
+            (Phase::Start, Event::Drained) => vec![Action::StartCommand],
+            (Phase::Start, Event::CommandStarted) => {
                 self.phase = Phase::Run { deadline: None };
                 let mut actions = Vec::new();
                 for (sig, from) in std::mem::take(&mut self.held) {
                     self.pass_on(sig, from, Some(now), &mut actions);
                 }
-                return actions;
+                actions
             }
-            Event::CommandStartFailed(code) => return self.command_done(Status::Exited(code)),
-            _ => {}
-        }
-        Vec::new()
-    }
-
-    fn on_run(&mut self, event: Event, now: Instant) -> Vec<Action> {
-        match event {
-            Event::Signal(sig, from) => {
+            (Phase::Start, Event::CommandStartFailed(code)) => {
+                self.command_done(Status::Exited(code))
+            }
+            (Phase::Run { .. }, Event::Signal(sig, from)) => {
                 let mut actions = Vec::new();
                 self.pass_on(sig, from, Some(now), &mut actions);
                 actions
             }
-            Event::FrontLost => {
-                self.lost = true;
-                let mut actions = vec![
+            (Phase::Run { .. }, Event::FrontLost) => {
+                let actions = vec![
                     Action::Say(Note::FrontLostKillTree),
                     Action::ReleaseTerminal,
                 ];
-                actions.extend(self.sweep(Stage::Kill, true));
-                actions
+                self.sweep(actions, Stage::Kill, true)
             }
-            Event::CommandExited(status) => {
+            (Phase::Run { deadline }, Event::CommandExited(status)) => {
                 self.command = Some(status);
                 self.reported = Some(status);
-                let stage = match self.phase {
+                let stage = match deadline {
                     // Within the stop delay: no grace yet, the sweep's own.
-                    Phase::Run { .. } if self.delayed.is_some() => {
-                        Stage::Stop(self.grace_from(now))
-                    }
+                    _ if self.delayed.is_some() => Stage::Stop(self.grace_from(now)),
                     // The grace that the stop request started goes on.
-                    Phase::Run { deadline } if self.cancel => Stage::Stop(deadline),
+                    deadline if self.cancel => Stage::Stop(deadline),
                     _ if self.params.keep_orphans => Stage::Wait,
                     _ => Stage::Stop(self.grace_from(now)),
                 };
                 // The front learns it now, not only once the sweep is
                 // over: a back killed during the sweep leaves the front a
                 // cleanup to run with COMMAND's real REAP_STATUS.
-                let mut actions = vec![Action::ReportStatus(status), Action::ReleaseTerminal];
-                actions.extend(self.sweep(stage, true));
-                actions
+                let actions = vec![Action::ReportStatus(status), Action::ReleaseTerminal];
+                self.sweep(actions, stage, true)
             }
-            Event::DeadlinePassed if self.delayed.is_some() => {
+            (Phase::Run { .. }, Event::DeadlinePassed) if self.delayed.is_some() => {
                 let mut actions = Vec::new();
                 self.release(Some(now), &mut actions);
                 actions
             }
-            Event::DeadlinePassed => {
-                let mut actions = vec![
+            (Phase::Run { .. }, Event::DeadlinePassed) => {
+                let actions = vec![
                     Action::NameSurvivors(self.stop_sig),
                     Action::Say(Note::GraceOverKillTree),
                     Action::ReleaseTerminal,
                 ];
-                actions.extend(self.sweep(Stage::Kill, true));
+                self.sweep(actions, Stage::Kill, true)
+            }
+            (
+                Phase::Sweep {
+                    stage,
+                    for_command: true,
+                },
+                Event::FrontLost,
+            ) if stage != Stage::Kill => {
+                self.sweep(vec![Action::Say(Note::FrontLostKillAll)], Stage::Kill, true)
+            }
+            (
+                Phase::Sweep {
+                    stage: Stage::Wait,
+                    for_command: true,
+                },
+                Event::Signal(sig, from),
+            ) if stop(sig) => {
+                self.cancel = true;
+                self.mark_stop(Some(now));
+                let actions = vec![Action::Say(Note::StoppingLeftovers(sig, from))];
+                self.sweep(actions, Stage::Stop(self.grace_from(now)), true)
+            }
+            (Phase::Sweep { .. } | Phase::Settle, Event::Signal(sig, from)) => {
+                vec![Action::Say(Note::NotPassedOn(sig, from))]
+            }
+            (Phase::Sweep { stage, for_command }, Event::LeaderExited { status, pin }) => {
+                if for_command {
+                    self.command = Some(status);
+                } else {
+                    self.cleanup = Some(status);
+                }
+                // The leader stays pinned only while its group is how
+                // leftovers are reached, and until the group got its KILL.
+                if pin && matches!(stage, Stage::Stop(Some(_))) {
+                    Vec::new()
+                } else {
+                    vec![Action::ReapLeader]
+                }
+            }
+            (Phase::Sweep { for_command, .. }, Event::DeadlinePassed) => {
+                let actions = vec![
+                    Action::NameSurvivors(self.params.signal),
+                    Action::Say(Note::GraceOverKillAll),
+                ];
+                self.sweep(actions, Stage::Kill, for_command)
+            }
+            // The whole tree again on every wake of the stop stage, not
+            // only our direct children: a process that ignores the stop
+            // signal may have forked since the last walk, and its child is
+            // not ours (it has a live parent).
+            (Phase::Sweep { stage, .. }, Event::TreeRemains) => match stage {
+                Stage::Stop(_) => vec![Action::Rewalk(self.params.signal)],
+                Stage::Kill => vec![Action::KillNewcomers],
+                Stage::Wait => Vec::new(),
+            },
+            (
+                Phase::Sweep {
+                    for_command: true, ..
+                },
+                Event::TreeEmpty,
+            ) => {
+                let status = self
+                    .command
+                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
+                self.command_done(status)
+            }
+            (Phase::Sweep { .. }, Event::TreeEmpty) => {
+                let result = self.cleanup_result();
+                let mut actions: Vec<Action> = result
+                    .map(|r| Action::Say(Note::CleanupResult(r)))
+                    .into_iter()
+                    .collect();
+                actions.extend(self.finish(result));
                 actions
             }
+            (Phase::Settle, Event::Drained) if !self.awaiting() => {
+                let status = self
+                    .command
+                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
+                let cause = Cause::of(self.cancel, self.lost, status);
+                let mut actions = vec![Action::Say(Note::CommandDone(status, cause))];
+                if !self.params.cleanup {
+                    actions.extend(self.finish(None));
+                } else if self.params.exec_cleanup {
+                    actions.push(Action::ExecCleanup(cleanup_env(status, cause)));
+                } else {
+                    actions.push(Action::StartCleanup(cleanup_env(status, cause)));
+                }
+                actions
+            }
+            (Phase::Settle, Event::CleanupStarted) => {
+                let deadline = self.params.cleanup_timeout.and_then(|d| now.checked_add(d));
+                self.phase = Phase::Cleanup { deadline };
+                Vec::new()
+            }
+            (Phase::Settle, Event::CleanupStartFailed(code)) => {
+                self.cleanup = Some(Status::Exited(code));
+                self.finish(Some(Status::Exited(code)))
+            }
+            (Phase::Cleanup { .. }, Event::FrontLost) => {
+                vec![Action::Say(Note::FrontLostCleanupGoesOn)]
+            }
+            (Phase::Cleanup { .. }, Event::Signal(sig, from)) => {
+                vec![Action::Say(Note::DuringCleanup(sig, from))]
+            }
+            (Phase::Cleanup { .. }, Event::CleanupExited(status)) => {
+                self.cleanup = Some(status);
+                let stage = if self.params.keep_orphans {
+                    Stage::Wait
+                } else {
+                    Stage::Stop(self.grace_from(now))
+                };
+                self.sweep(Vec::new(), stage, false)
+            }
+            (Phase::Cleanup { .. }, Event::DeadlinePassed) => {
+                self.timed_out = true;
+                let actions = vec![Action::Say(Note::CleanupTimedOut)];
+                self.sweep(actions, Stage::Stop(self.grace_from(now)), false)
+            }
+            // Anything else changes nothing (Done: everything).
             _ => Vec::new(),
         }
     }
@@ -678,93 +774,16 @@ impl Machine {
         self.stop_request(sig, from, now, actions);
     }
 
-    /// Enter a sweep at `stage`.
-    fn sweep(&mut self, stage: Stage, for_command: bool) -> Vec<Action> {
+    /// Enter a sweep at `stage`: `actions`, then the sweep's first.
+    fn sweep(&mut self, mut actions: Vec<Action>, stage: Stage, for_command: bool) -> Vec<Action> {
         self.delayed = None;
         self.phase = Phase::Sweep { stage, for_command };
-        vec![match stage {
+        actions.push(match stage {
             Stage::Wait => Action::Say(Note::KeepOrphans),
             Stage::Stop(_) => Action::Sweep(self.params.signal),
             Stage::Kill => Action::Sweep(Signal::KILL),
-        }]
-    }
-
-    fn on_sweep(
-        &mut self,
-        stage: Stage,
-        for_command: bool,
-        event: Event,
-        now: Instant,
-    ) -> Vec<Action> {
-        match event {
-            Event::FrontLost => {
-                self.lost = true;
-                if for_command && stage != Stage::Kill {
-                    let mut actions = vec![Action::Say(Note::FrontLostKillAll)];
-                    actions.extend(self.sweep(Stage::Kill, true));
-                    return actions;
-                }
-                Vec::new()
-            }
-            Event::Signal(sig, _) if sig == Signal::CHLD => Vec::new(),
-            Event::Signal(sig, from)
-                if for_command && stage == Stage::Wait && self.params.is_stop_request(sig) =>
-            {
-                self.cancel = true;
-                self.mark_stop(Some(now));
-                let mut actions = vec![Action::Say(Note::StoppingLeftovers(sig, from))];
-                actions.extend(self.sweep(Stage::Stop(self.grace_from(now)), true));
-                actions
-            }
-            Event::Signal(sig, from) => vec![Action::Say(Note::NotPassedOn(sig, from))],
-            Event::LeaderExited { status, pin } => {
-                if for_command {
-                    self.command = Some(status);
-                } else {
-                    self.cleanup = Some(status);
-                }
-                // The leader stays pinned only while its group is how
-                // leftovers are reached, and until the group got its KILL.
-                if pin && matches!(stage, Stage::Stop(Some(_))) {
-                    Vec::new()
-                } else {
-                    vec![Action::ReapLeader]
-                }
-            }
-            Event::DeadlinePassed => {
-                let mut actions = vec![
-                    Action::NameSurvivors(self.params.signal),
-                    Action::Say(Note::GraceOverKillAll),
-                ];
-                actions.extend(self.sweep(Stage::Kill, for_command));
-                actions
-            }
-            // The whole tree again on every wake of the stop stage, not
-            // only our direct children: a process that ignores the stop
-            // signal may have forked since the last walk, and its child is
-            // not ours (it has a live parent).
-            Event::TreeRemains => match stage {
-                Stage::Stop(_) => vec![Action::Rewalk(self.params.signal)],
-                Stage::Kill => vec![Action::KillNewcomers],
-                Stage::Wait => Vec::new(),
-            },
-            Event::TreeEmpty if for_command => {
-                let status = self
-                    .command
-                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
-                self.command_done(status)
-            }
-            Event::TreeEmpty => {
-                let result = self.cleanup_result();
-                let mut actions: Vec<Action> = result
-                    .map(|r| Action::Say(Note::CleanupResult(r)))
-                    .into_iter()
-                    .collect();
-                actions.extend(self.finish(result));
-                actions
-            }
-            _ => Vec::new(),
-        }
+        });
+        actions
     }
 
     /// COMMAND and its tree are gone (or COMMAND never started).
@@ -786,67 +805,6 @@ impl Machine {
                 .map(|(sig, from)| Action::Say(Note::NotPassedOn(sig, from))),
         );
         actions
-    }
-
-    fn on_settle(&mut self, event: Event, now: Instant) -> Vec<Action> {
-        match event {
-            Event::FrontLost => self.lost = true,
-            Event::Signal(sig, _) if sig == Signal::CHLD => {}
-            Event::Signal(sig, from) => return vec![Action::Say(Note::NotPassedOn(sig, from))],
-            Event::Drained if self.awaiting() => {}
-            Event::Drained => {
-                let status = self
-                    .command
-                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
-                let cause = Cause::of(self.cancel, self.lost, status);
-                let mut actions = vec![Action::Say(Note::CommandDone(status, cause))];
-                if !self.params.cleanup {
-                    actions.extend(self.finish(None));
-                } else if self.params.exec_cleanup {
-                    actions.push(Action::ExecCleanup(cleanup_env(status, cause)));
-                } else {
-                    actions.push(Action::StartCleanup(cleanup_env(status, cause)));
-                }
-                return actions;
-            }
-            Event::CleanupStarted => {
-                let deadline = self.params.cleanup_timeout.and_then(|d| now.checked_add(d));
-                self.phase = Phase::Cleanup { deadline };
-            }
-            Event::CleanupStartFailed(code) => {
-                self.cleanup = Some(Status::Exited(code));
-                return self.finish(Some(Status::Exited(code)));
-            }
-            _ => {}
-        }
-        Vec::new()
-    }
-
-    fn on_cleanup(&mut self, event: Event, now: Instant) -> Vec<Action> {
-        match event {
-            Event::FrontLost => {
-                self.lost = true;
-                vec![Action::Say(Note::FrontLostCleanupGoesOn)]
-            }
-            Event::Signal(sig, _) if sig == Signal::CHLD => Vec::new(),
-            Event::Signal(sig, from) => vec![Action::Say(Note::DuringCleanup(sig, from))],
-            Event::CleanupExited(status) => {
-                self.cleanup = Some(status);
-                let stage = if self.params.keep_orphans {
-                    Stage::Wait
-                } else {
-                    Stage::Stop(self.grace_from(now))
-                };
-                self.sweep(stage, false)
-            }
-            Event::DeadlinePassed => {
-                self.timed_out = true;
-                let mut actions = vec![Action::Say(Note::CleanupTimedOut)];
-                actions.extend(self.sweep(Stage::Stop(self.grace_from(now)), false));
-                actions
-            }
-            _ => Vec::new(),
-        }
     }
 
     /// The final status: COMMAND's, or the cleanup's if COMMAND succeeded
