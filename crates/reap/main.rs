@@ -23,7 +23,6 @@ use pgkit::sigfd::SignalFd;
 use pgkit::startup::{self, Startup};
 use pgkit::{cli, events, exit, log, notify, reap, tty, verbose, Error, SigSet};
 use phases::{Back, Inbox};
-use terminal::Terminal;
 
 #[cfg(not(test))]
 pgkit::main!(run);
@@ -99,13 +98,17 @@ fn run() -> ! {
                 // descriptors (the back has its own copies).
                 service.command_started();
                 let (lost, signals, relay) = front.run(relay);
-                let inbox = Inbox::new(signals, None)
-                    .with_relay(relay)
-                    .with_outlet(outlet);
-                let terminal = Terminal::new(handed_over, config.foreground);
-                let line = Back::new(&config, &startup, inbox, terminal, handed_over)
-                    .with_cgroup(cgroup)
-                    .recover(&lost);
+                let inbox = Inbox::new(signals, None, relay, outlet, None, Vec::new());
+                let line = Back::new(
+                    &config,
+                    &startup,
+                    inbox,
+                    handed_over,
+                    cgroup,
+                    Default::default(),
+                    Default::default(),
+                )
+                .recover(&lost);
                 pgkit::warn!("{line}");
                 exit::exit_code(pgkit::error::TOOL_FAILED)
             }
@@ -144,17 +147,17 @@ fn run() -> ! {
             .unwrap_or_else(|e| Error::sys("read its signalfd", e).exit());
         signals
     });
-    let inbox = Inbox::new(signals, link)
-        .with_early(early)
-        .with_relay(relay)
-        .with_leftover(leftover)
-        .with_outlet(outlet);
-    let terminal = Terminal::new(handed_over, config.foreground);
-    let status = Back::new(&config, &startup, inbox, terminal, handed_over)
-        .with_service(service)
-        .with_cgroup(cgroup)
-        .with_back_marks(back_marks)
-        .run();
+    let inbox = Inbox::new(signals, link, relay, outlet, leftover, early);
+    let status = Back::new(
+        &config,
+        &startup,
+        inbox,
+        handed_over,
+        cgroup,
+        service,
+        back_marks,
+    )
+    .run();
     exit::finish(status)
 }
 

@@ -66,38 +66,33 @@ pub struct Inbox {
 }
 
 impl Inbox {
-    pub fn new(signals: SignalFd, front: Option<Link>) -> Inbox {
+    /// The inbox of the back (`front`: its link), or of reap as PID 1, or
+    /// of the front that took over: COMMAND's notifications relayed here
+    /// (see pgkit's `notify`), the cleanup's streams made before the split,
+    /// the front's socket to remove if the front is lost, and signals read
+    /// before COMMAND started, taken first.
+    pub fn new(
+        signals: SignalFd,
+        front: Option<Link>,
+        relay: Option<Relay>,
+        outlet: Option<Outlet>,
+        leftover: Option<Leftover>,
+        mut early: Vec<Received>,
+    ) -> Inbox {
+        early.reserve(KEPT);
         Inbox {
             signals,
             front,
             signals_ready: true,
             front_ready: true,
             extra_ready: true,
-            relay: None,
-            leftover: None,
-            outlet: None,
+            relay,
+            leftover,
+            outlet,
             relaying: false,
             ready: Vec::with_capacity(KEPT),
-            handed: Vec::with_capacity(KEPT),
+            handed: early,
         }
-    }
-
-    /// Signals read before COMMAND started, taken first.
-    pub fn with_early(mut self, early: Vec<Received>) -> Inbox {
-        self.handed.extend(early);
-        self
-    }
-
-    /// The socket the front relays, to remove if the front is lost.
-    pub fn with_leftover(mut self, leftover: Option<Leftover>) -> Inbox {
-        self.leftover = leftover;
-        self
-    }
-
-    /// The cleanup's relayed streams, made before the split.
-    pub fn with_outlet(mut self, outlet: Option<Outlet>) -> Inbox {
-        self.outlet = outlet;
-        self
     }
 
     /// The cleanup's output relayed from now on; what its descriptors 1
@@ -105,12 +100,6 @@ impl Inbox {
     fn relay_output(&mut self) -> [Option<BorrowedFd<'_>>; 2] {
         self.relaying = self.outlet.is_some();
         self.outlet.as_mut().map_or([None, None], Outlet::start)
-    }
-
-    /// Relay COMMAND's notifications too (see pgkit's `notify`).
-    pub fn with_relay(mut self, relay: Option<Relay>) -> Inbox {
-        self.relay = relay;
-        self
     }
 
     /// Everything that happened since the last call (drained, not waited
@@ -255,8 +244,10 @@ impl<'a> Back<'a> {
         config: &'a Config,
         startup: &'a Startup,
         inbox: Inbox,
-        terminal: Terminal,
         handed_over: bool,
+        cgroup: Option<pgkit::cgroup::Cgroup>,
+        service: Service,
+        back_marks: pgkit::guard::Marked,
     ) -> Back<'a> {
         // A front answers before the cause is fixed (see guardian.rs).
         let front = inbox.front.is_some();
@@ -264,8 +255,10 @@ impl<'a> Back<'a> {
             config,
             startup,
             inbox,
-            terminal,
-            sweeper: Sweeper::new(),
+            terminal: Terminal::new(handed_over, config.foreground),
+            // `--cgroup`: COMMAND starts in this cgroup, and leftovers are
+            // what is still in it.
+            sweeper: Sweeper::new().with_cgroup(cgroup),
             machine: Machine::new(Params {
                 front,
                 ..Params::of(config)
@@ -274,9 +267,9 @@ impl<'a> Back<'a> {
             leader: None,
             hinted: false,
             cleanup_mark: Default::default(),
-            back_marks: Default::default(),
+            back_marks,
             exit: None,
-            service: Service::default(),
+            service,
             cleanup_logged: false,
             held_logged: None,
             kill_logged: false,
@@ -288,13 +281,6 @@ impl<'a> Back<'a> {
             events: Vec::with_capacity(KEPT),
             actions: Vec::with_capacity(KEPT),
         }
-    }
-
-    /// `--cgroup`: COMMAND starts in this cgroup, and leftovers are what is
-    /// still in it.
-    pub fn with_cgroup(mut self, cgroup: Option<pgkit::cgroup::Cgroup>) -> Back<'a> {
-        self.sweeper = Sweeper::new().with_cgroup(cgroup);
-        self
     }
 
     /// `--cgroup`: COMMAND's tree is gone, so its cgroup goes before the
@@ -311,17 +297,6 @@ impl<'a> Back<'a> {
             Ok(()) => verbose!("removed cgroup {}", cg.path().display()),
             Err(e) => pgkit::warn!("unable to remove cgroup {}: {e}", cg.path().display()),
         }
-    }
-
-    /// Start COMMAND with systemd's variables made its own.
-    pub fn with_back_marks(mut self, marks: pgkit::guard::Marked) -> Back<'a> {
-        self.back_marks = marks;
-        self
-    }
-
-    pub fn with_service(mut self, service: Service) -> Back<'a> {
-        self.service = service;
-        self
     }
 
     /// The cleanup starts: `STOPPING=1` to the service manager, sent by the
