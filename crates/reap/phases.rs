@@ -575,7 +575,8 @@ impl<'a> Back<'a> {
     fn look(&mut self) {
         match self.machine.phase() {
             Phase::Start => self.feed(Event::Drained),
-            // REAP_CAUSE is fixed now: with what the front's pipe holds, not
+            // REAP_CAUSE is fixed now, once the front has answered (the
+            // machine waits for it): with what the front's pipe holds, not
             // only what the last wait found. The front's end of file may
             // have come after that wait (after COMMAND's death, which the
             // wait found): the front died before the cleanup, it counts.
@@ -588,34 +589,57 @@ impl<'a> Back<'a> {
                     self.feed(Event::Drained);
                 }
             }
-            Phase::Run { .. } => self.look_at_command(),
+            Phase::Run { .. } => self.look_at_leader(true),
             Phase::Sweep { .. } => self.look_at_tree(),
-            Phase::Cleanup { .. } => self.look_at_cleanup(),
+            Phase::Cleanup { .. } => self.look_at_leader(false),
             Phase::Done => {}
         }
     }
 
-    /// While COMMAND runs: adopted zombies, COMMAND's exit, its stops, the
-    /// end of the grace.
-    fn look_at_command(&mut self) {
+    /// While COMMAND (`command`) or the cleanup runs: adopted zombies, its
+    /// exit, its stops, its deadline.
+    fn look_at_leader(&mut self, command: bool) {
         self.reap_adopted(self.leader.as_ref().map(|c| c.pid()));
         let Some(child) = self.leader.as_mut() else {
             return;
         };
-        // Without its pidfd readable, COMMAND has not exited.
+        // Without its pidfd readable, it has not exited (and a refused
+        // waitid is not taken for the cleanup's end while it runs).
         let exited = if self.inbox.extra_ready {
             child.peek_exit()
         } else {
             None
         };
-        if let Some(status) = exited {
-            verbose!("COMMAND (pid {}) {status}", child.pid());
-            return self.feed(Event::CommandExited(status));
-        }
-        match child.poll_job() {
-            Some(Job::Stopped(sig)) => self.terminal.on_stop(self.inbox.front.as_ref(), child, sig),
-            Some(Job::Continued) => self.terminal.continued(),
+        match exited {
+            Some(status) if command => {
+                verbose!("COMMAND (pid {}) {status}", child.pid());
+                return self.feed(Event::CommandExited(status));
+            }
+            Some(status) => {
+                // What the cleanup left is not spared (pgkit::guard).
+                self.cleanup_mark = Default::default();
+                self.back_marks.cleanup_ended();
+                events::cleanup_exited(child.pid(), status);
+                self.cleanup_logged = true;
+                return self.feed(Event::CleanupExited(status));
+            }
             None => {}
+        }
+        let background_io = |sig| sig == Signal::TTIN || sig == Signal::TTOU;
+        match child.poll_job() {
+            Some(Job::Stopped(sig)) if command => {
+                self.terminal.on_stop(self.inbox.front.as_ref(), child, sig)
+            }
+            Some(Job::Continued) if command => self.terminal.continued(),
+            Some(Job::Stopped(sig)) if !self.hinted && background_io(sig) => {
+                self.hinted = true;
+                pgkit::warn!(
+                    "the cleanup (pid {}) is stopped by SIG{sig}: it used the terminal from the \
+                     background; give it other input and output (e.g. < /dev/null)",
+                    child.pid()
+                );
+            }
+            _ => {}
         }
         self.tick();
     }
@@ -655,41 +679,6 @@ impl<'a> Back<'a> {
         if self.machine.phase() == phase {
             self.feed(Event::TreeRemains);
         }
-    }
-
-    /// While the cleanup runs: adopted zombies, its exit, its stops, its
-    /// timeout.
-    fn look_at_cleanup(&mut self) {
-        self.reap_adopted(self.leader.as_ref().map(|c| c.pid()));
-        let Some(child) = self.leader.as_mut() else {
-            return;
-        };
-        // Without its pidfd readable, the cleanup has not exited (and a
-        // refused waitid is not taken for its end while it runs).
-        let exited = if self.inbox.extra_ready {
-            child.peek_exit()
-        } else {
-            None
-        };
-        if let Some(status) = exited {
-            // What the cleanup left is not spared (pgkit::guard).
-            self.cleanup_mark = Default::default();
-            self.back_marks.cleanup_ended();
-            events::cleanup_exited(child.pid(), status);
-            self.cleanup_logged = true;
-            return self.feed(Event::CleanupExited(status));
-        }
-        if let Some(Job::Stopped(sig)) = child.poll_job() {
-            if !self.hinted && (sig == Signal::TTIN || sig == Signal::TTOU) {
-                self.hinted = true;
-                pgkit::warn!(
-                    "the cleanup (pid {}) is stopped by SIG{sig}: it used the terminal from the \
-                     background; give it other input and output (e.g. < /dev/null)",
-                    child.pid()
-                );
-            }
-        }
-        self.tick();
     }
 
     /// The grace in ms for the event log (-1 for inf).
