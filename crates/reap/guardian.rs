@@ -150,17 +150,13 @@ pub enum Split {
     Back(Link, SignalFd),
 }
 
-/// Where the back goes: a session of its own, or (stdin is a terminal) a
-/// group of its own in the caller's session, so COMMAND can have the
-/// terminal and a background COMMAND still meets job control.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Detach {
-    Session,
-    Group,
-}
-
 /// Fork the back. Errors here are reap's own (125): nothing has started.
-pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
+/// The back goes to a session of its own or, with a terminal on stdin, to
+/// a group of its own in the caller's session, so COMMAND can have the
+/// terminal and a background COMMAND still meets job control (reap(1),
+/// NOTES).
+pub fn split(caught: SigSet) -> Result<Split, Error> {
+    let group = tty::is_tty();
     let pipe = || fork::pipe().map_err(|e| Error::sys("create a pipe", e));
     let ((sig_read, sig_write), (news_read, news_write)) = (pipe()?, pipe()?);
     let front_pgid = tty::own_group();
@@ -181,9 +177,10 @@ pub fn split(detach: Detach, caught: SigSet) -> Result<Split, Error> {
         .map_err(|e| Error::sys("read its signalfd", e))?;
     let Some(back) = fork::fork().map_err(|e| Error::sys("fork the subreaper process", e))? else {
         drop((sig_write, news_read, signals));
-        let moved = match detach {
-            Detach::Session => fork::new_session(),
-            Detach::Group => fork::new_group(),
+        let moved = if group {
+            fork::new_group()
+        } else {
+            fork::new_session()
         };
         if let Err(e) = moved {
             // Still in the front's group: a kill of that group would take

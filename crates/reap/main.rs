@@ -18,10 +18,10 @@ mod phases;
 mod sweep;
 mod terminal;
 
-use guardian::{Detach, Split};
+use guardian::Split;
 use pgkit::sigfd::SignalFd;
 use pgkit::startup::{self, Startup};
-use pgkit::{cli, events, exit, log, notify, reap, tty, verbose, Error, SigSet};
+use pgkit::{cli, events, exit, log, notify, reap, verbose, Error, SigSet};
 use phases::{Back, Inbox};
 
 #[cfg(not(test))]
@@ -79,15 +79,7 @@ fn run() -> ! {
         verbose!("running as PID 1: reaping every orphan of the namespace");
         (None, None)
     } else {
-        // With a terminal on stdin the back stays in the caller's session
-        // (in a group of its own) so COMMAND can have the terminal; see
-        // reap(1), NOTES.
-        let detach = if tty::is_tty() {
-            Detach::Group
-        } else {
-            Detach::Session
-        };
-        let split = guardian::split(detach, caught).unwrap_or_else(|e| {
+        let split = guardian::split(caught).unwrap_or_else(|e| {
             drop(relay.take()); // the socket goes with it
             e.exit()
         });

@@ -132,18 +132,12 @@ impl Inbox {
         }
     }
 
-    /// [`Inbox::take_into`], into a vector of its own.
-    fn take(&mut self) -> Vec<Event> {
-        let mut events = Vec::new();
-        self.take_into(&mut events);
-        events
-    }
-
     /// Everything pending now, whatever the last wait found.
     fn take_all(&mut self) -> Vec<Event> {
-        self.signals_ready = true;
-        self.front_ready = true;
-        self.take()
+        let mut events = Vec::new();
+        (self.signals_ready, self.front_ready) = (true, true);
+        self.take_into(&mut events);
+        events
     }
 
     /// Sleep until a signal, a word from the front, `extra` (the pidfd of
@@ -581,8 +575,7 @@ impl<'a> Back<'a> {
             // have come after that wait (after COMMAND's death, which the
             // wait found): the front died before the cleanup, it counts.
             Phase::Settle => {
-                self.inbox.front_ready = true;
-                for event in self.inbox.take() {
+                for event in self.inbox.take_all() {
                     self.feed(event);
                 }
                 if self.machine.phase() == Phase::Settle {
