@@ -8,7 +8,7 @@
 //! | `signal`    | signal names and numbers, signal sets                             |
 //! | `duration`  | `10`, `1.5s`, `250ms`, `2m`, `inf`                                |
 //! | `startup`   | the signal state the tool was started with, and its restoration   |
-//! | `sigraw`    | mask, dispositions and `signalfd` as raw calls (32 and 33 too)    |
+//! | `sigraw`    | mask, dispositions, `signalfd`, integer-only calls, raw (32, 33)  |
 //! | `sigfd`     | the one source of signals: a `signalfd` over the blocked set      |
 //! | `spawn`     | starting COMMAND in a new group or session                        |
 //! | `child`     | the started COMMAND: signal it, watch it, reap it                 |
@@ -46,19 +46,19 @@
 //! pids (`rustix::process::Pid`) inside the engine; its public functions
 //! still take and give pids as `i32`. A few calls stay raw, each for a
 //! reason written where it is made:
-//! - sending a signal (`kill`, `pidfd_send_signal`, `PR_SET_PDEATHSIG`):
-//!   rustix's `Signal` can hold a realtime signal only through
-//!   `from_raw_unchecked`, whose contract forbids sending 32 or 33, and the
-//!   tools send, forward and re-raise those like any other signal;
+//! - the calls with integers only that rustix cannot make for the tools
+//!   (`sigraw::int_call`): sending a signal (`kill`, `pidfd_send_signal`,
+//!   `PR_SET_PDEATHSIG`), as rustix's `Signal` can hold a realtime signal
+//!   only through `from_raw_unchecked`, whose contract forbids sending 32
+//!   or 33, and the tools send, forward and re-raise those like any other;
+//!   `getsid` and `getpgrp`, whose 0 (a leader in an ancestor PID
+//!   namespace) rustix's `Pid` cannot hold;
 //! - the signal mask, dispositions and `signalfd` (`sigraw`): the C
 //!   library hides 32 and 33, and rustix has no `signalfd`;
 //! - `waitid(P_ALL)` in `reap`: rustix's `WaitIdStatus` does not give the
 //!   pid of the child it reports;
-//! - the vfork child's `clone`, its stack, `execve` and `environ`
-//!   (`spawn`), and `fork`;
-//! - `getpgrp` (`tty::own_group`): rustix's assumes a group id above 0,
-//!   which a process whose group leader is in an ancestor PID namespace
-//!   does not have;
+//! - the child's `clone`, its stack, `execve` and `environ` (`spawn`), and
+//!   `fork`;
 //! - the monotonic clock of the deadline timer's anchor (`deadline`), read
 //!   through the C library as `Instant` reads it: rustix looks the vDSO up
 //!   through the auxiliary vector, which it reads with a system call on

@@ -11,11 +11,10 @@
 //! (an unreaped child, or a fresh look in `/proc`).
 //!
 //! Sending: [`send`] is `pidfd_send_signal(2)` made as a raw system call with
-//! the engine's own [`Signal`]. rustix has the call, but its `Signal` can hold
-//! a realtime signal only through `Signal::from_raw_unchecked`, whose
-//! contract forbids sending one the C library reserves (32 and 33 with
-//! glibc), and the tools send, forward and re-raise those like any other
-//! signal. The same holds for `kill(2)` ([`crate::signal::kill`]).
+//! the engine's own [`Signal`] ([`crate::sigraw::int_call`]): rustix's
+//! `Signal` may not carry 32 or 33, which the tools send, forward and
+//! re-raise like any other signal. The same holds for `kill(2)`
+//! ([`crate::signal::kill`]).
 
 use crate::signal::Signal;
 use rustix::process::{Pid, PidfdFlags};
@@ -43,22 +42,7 @@ pub fn unsupported(e: &io::Error) -> bool {
 
 /// `pidfd_send_signal(2)` with no siginfo (as `kill(2)` would send).
 pub fn send(fd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
-    // SAFETY: a valid pidfd, a signal number, a null siginfo and no flags;
-    // nothing is read or written through a pointer. (A raw call because
-    // rustix's Signal may not carry 32 or 33: see the module doc.)
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            sig.raw(),
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sigraw::int_call(crate::sigraw::IntCall::PidfdSend(fd.as_raw_fd(), sig)).map(drop)
 }
 
 /// Signal the process `fd` names, or `pid` with `kill(2)` where there is no

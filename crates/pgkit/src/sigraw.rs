@@ -10,9 +10,17 @@
 //!
 //! Bit `n - 1` of a set stands for signal `n`, as in [`SigSet::bits`] and in
 //! `/proc/PID/status`.
+//!
+//! Here too the calls that take integers only but that rustix cannot make
+//! for the tools ([`int_call`]): its `Signal` can hold a realtime signal
+//! only through `Signal::from_raw_unchecked`, whose contract forbids
+//! sending 32 or 33, and its `Pid` cannot hold the 0 that `getsid` and
+//! `getpgrp` answer in a process whose session or group leader lives in
+//! an ancestor PID namespace (one entered with `nsenter --pid`).
 
 use crate::signal::{SigSet, Signal};
-use linux_raw_sys::general::{kernel_sigaction, kernel_sigset_t};
+use linux_raw_sys::general::{__kernel_sighandler_t, kernel_sigaction, kernel_sigset_t};
+use linux_raw_sys::signal_macros::{sig_ign, SIG_DFL};
 use std::io;
 
 // The layouts below are the kernel's own (linux-raw-sys, generated from the
@@ -75,28 +83,40 @@ pub enum Disposition {
     Handler,
 }
 
+/// The two calls that take a new value and give back the one before, each
+/// on the kernel's own type for it: `rt_sigprocmask` on a signal set,
+/// `rt_sigaction` on a `struct sigaction`.
+trait Swap {
+    const NR: libc::c_long;
+}
+
+impl Swap for KSet {
+    const NR: libc::c_long = libc::SYS_rt_sigprocmask;
+}
+
+impl Swap for kernel_sigaction {
+    const NR: libc::c_long = libc::SYS_rt_sigaction;
+}
+
+/// `T::NR(first, new, old, KSET)`: `new` made the value unless `None`;
+/// returns the value before (written over `old`).
+fn swap<T: Swap>(first: libc::c_int, new: Option<&T>, mut old: T) -> io::Result<T> {
+    let new = new.map_or(std::ptr::null(), |n| n as *const T);
+    // SAFETY: T::NR's call reads a T at `new` (nothing when null) and
+    // writes a T to `old`, T being the kernel's own type for that call
+    // (linux-raw-sys), its signal set of the KSET bytes it is told; both
+    // outlive the call. Async-signal-safe, so sound in a vfork child too.
+    let r = unsafe { libc::syscall(T::NR, first, new, &mut old as *mut T, KSET) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(old)
+}
+
 fn mask_call(how: u32, set: Option<u64>) -> u64 {
-    let new = kset(set.unwrap_or(0));
-    let mut old = kset(0);
-    let new_ptr = if set.is_some() {
-        &new as *const KSet
-    } else {
-        std::ptr::null()
-    };
-    // SAFETY: rt_sigprocmask reads KSET bytes from `new_ptr` (or nothing when
-    // null) and writes KSET bytes to `old`, both the kernel's own set type;
-    // both outlive the call. It is async-signal-safe, so this is also sound
-    // in a vfork child.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            how as libc::c_int,
-            new_ptr,
-            &mut old as *mut KSet,
-            KSET,
-        )
-    };
-    kbits(&old)
+    let new = set.map(kset);
+    // rt_sigprocmask fails only on a bad argument, and these are right.
+    swap(how as libc::c_int, new.as_ref(), kset(0)).map_or(0, |old| kbits(&old))
 }
 
 /// The calling thread's signal mask.
@@ -125,13 +145,15 @@ pub fn set_mask(set: SigSet) {
     mask_call(linux_raw_sys::general::SIG_SETMASK, Some(set.bits()));
 }
 
-/// A `struct sigaction` as the kernel's `rt_sigaction` reads and writes it,
-/// all zero: `SIG_DFL`, no flags, no restorer, an empty mask.
-fn zeroed_action() -> kernel_sigaction {
-    // SAFETY: every field of the kernel's struct sigaction (an optional
-    // function pointer, integers, an array of integers) is valid all zero;
-    // a null handler is SIG_DFL.
-    unsafe { std::mem::zeroed() }
+/// A `struct sigaction` as the kernel's `rt_sigaction` reads and writes it:
+/// `handler` (`SIG_DFL` or `SIG_IGN`), no flags, no restorer, an empty mask.
+fn sigaction_of(handler: __kernel_sighandler_t) -> kernel_sigaction {
+    kernel_sigaction {
+        sa_handler_kernel: handler,
+        sa_flags: 0,
+        sa_restorer: None,
+        sa_mask: kset(0),
+    }
 }
 
 /// The handler field as a number (`SIG_DFL` 0, `SIG_IGN` 1, else a handler).
@@ -141,43 +163,14 @@ fn handler_of(act: &kernel_sigaction) -> usize {
 
 /// `rt_sigaction(2)`: set the disposition of `sig` to `new` (`SIG_DFL` or
 /// `SIG_IGN`, flags cleared) or only query it; the action before.
-fn rt_sigaction(sig: libc::c_int, new: Option<usize>) -> io::Result<kernel_sigaction> {
-    let act = new.map(|handler| {
-        let mut act = zeroed_action();
-        // SAFETY: the kernel's handler field is a pointer-sized value that
-        // holds SIG_DFL (0, here None) or SIG_IGN (1) as well as a
-        // function's address; `handler` is one of the two (the callers pass
-        // nothing else), and no handler is ever called through it, so no
-        // restorer is needed either.
-        act.sa_handler_kernel = unsafe {
-            std::mem::transmute::<usize, linux_raw_sys::general::__kernel_sighandler_t>(handler)
-        };
-        act
-    });
-    let mut old = zeroed_action();
-    let act_ptr = act
-        .as_ref()
-        .map_or(std::ptr::null(), |a| a as *const kernel_sigaction);
-    // SAFETY: rt_sigaction reads `act_ptr` (or nothing when null) and writes
-    // `old`, both the kernel's own struct sigaction for this architecture
-    // (restorer included where it has one), with a set of KSET bytes. It is
-    // async-signal-safe, so this is also sound in a vfork child.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            act_ptr,
-            &mut old as *mut kernel_sigaction,
-            KSET,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(old)
+fn rt_sigaction(
+    sig: libc::c_int,
+    new: Option<__kernel_sighandler_t>,
+) -> io::Result<kernel_sigaction> {
+    swap(sig, new.map(sigaction_of).as_ref(), sigaction_of(SIG_DFL))
 }
 
-fn action(sig: Signal, new: Option<usize>) -> io::Result<Disposition> {
+fn action(sig: Signal, new: Option<__kernel_sighandler_t>) -> io::Result<Disposition> {
     let old = rt_sigaction(sig.raw(), new)?;
     Ok(match handler_of(&old) {
         h if h == libc::SIG_DFL => Disposition::Default,
@@ -203,10 +196,7 @@ pub fn disposition(sig: Signal) -> Disposition {
 /// Set `sig` to its default action (`ignore: false`) or to ignored; the flags
 /// (SA_NOCLDWAIT among them) are cleared. Returns the disposition before.
 pub fn set_disposition(sig: Signal, ignore: bool) -> io::Result<Disposition> {
-    action(
-        sig,
-        Some(if ignore { libc::SIG_IGN } else { libc::SIG_DFL }),
-    )
+    action(sig, Some(if ignore { sig_ign() } else { SIG_DFL }))
 }
 
 /// Whether SIGCHLD is set so that the kernel reaps children by itself
@@ -257,6 +247,49 @@ pub fn signalfd_set(fd: std::os::fd::BorrowedFd<'_>, set: SigSet) -> io::Result<
     signalfd4(fd.as_raw_fd(), set).map(drop)
 }
 
+/// A system call made with integers only ([`int_call`]).
+#[derive(Clone, Copy, Debug)]
+pub enum IntCall {
+    /// `kill(pid, sig)`.
+    Kill(i32, Signal),
+    /// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
+    PidfdSend(std::os::fd::RawFd, Signal),
+    /// `prctl(PR_SET_PDEATHSIG, sig)`.
+    ParentDeathSignal(Signal),
+    /// `getsid(0)`: this process's session.
+    OwnSession,
+    /// `getpgid(0)`: this process's group, as `getpgrp()`.
+    OwnGroup,
+}
+
+/// Make `call`: its result, or the error.
+pub fn int_call(call: IntCall) -> io::Result<i32> {
+    use libc::c_long;
+    let (nr, args): (c_long, [c_long; 4]) = match call {
+        IntCall::Kill(pid, sig) => (libc::SYS_kill, [pid.into(), sig.raw().into(), 0, 0]),
+        IntCall::PidfdSend(fd, sig) => (
+            libc::SYS_pidfd_send_signal,
+            [fd.into(), sig.raw().into(), 0, 0],
+        ),
+        IntCall::ParentDeathSignal(sig) => (
+            libc::SYS_prctl,
+            [libc::PR_SET_PDEATHSIG.into(), sig.raw().into(), 0, 0],
+        ),
+        IntCall::OwnSession => (libc::SYS_getsid, [0; 4]),
+        IntCall::OwnGroup => (libc::SYS_getpgid, [0; 4]),
+    };
+    // SAFETY: each call above takes integers only (a 0 where a pointer is
+    // optional), reads and writes no memory of the process, and changes
+    // nothing Rust relies on: it sends a signal, arms the parent-death
+    // signal, or reads an id. A descriptor that is not open only fails.
+    // Async-signal-safe, so sound in a vfork child too.
+    let r = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3]) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as i32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,43 +306,48 @@ mod tests {
 
     const FILL: u8 = 0xa5;
 
-    /// A buffer larger than any struct here, filled with FILL, aligned as
-    /// strictly as the kernel's structures need.
-    fn guarded() -> [u64; 16] {
-        [u64::from_ne_bytes([FILL; 8]); 16]
+    /// `syscall(nr, first, new, old, size)` with `old` a buffer larger than
+    /// any struct here, filled with FILL (aligned as strictly as the
+    /// kernel's structures need): the call's result, and the buffer's bytes.
+    fn guarded_call(
+        nr: libc::c_long,
+        first: libc::c_int,
+        new: *const u8,
+        size: usize,
+    ) -> (i64, Vec<u8>) {
+        let mut buf = [u64::from_ne_bytes([FILL; 8]); 16];
+        // SAFETY: `new` is null or one of the kernel's structures for `nr`
+        // (a set for rt_sigprocmask, a struct sigaction for rt_sigaction);
+        // `buf` has 128 writable bytes, more than any of them, and a wrong
+        // `size` is refused before anything is written.
+        let r = unsafe { libc::syscall(nr, first, new, buf.as_mut_ptr(), size) };
+        (r as i64, buf.iter().flat_map(|w| w.to_ne_bytes()).collect())
     }
 
-    fn bytes(buf: &[u64; 16]) -> &[u8] {
-        // SAFETY: u64s read as bytes, within the buffer.
-        unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), 128) }
+    /// The bits of a set the kernel wrote at the start of `bytes`: one
+    /// 64-bit word, or two 32-bit ones least significant first (the 32-bit
+    /// architectures of the crate are little-endian), the same bytes.
+    fn set_bits(bytes: &[u8]) -> u64 {
+        u64::from_ne_bytes(bytes[..KSET].try_into().unwrap())
     }
 
     #[test]
     fn the_kernel_set_is_the_size_the_kernel_takes() {
         // rt_sigprocmask refuses any size but its own with EINVAL.
-        let mut set = kset(0);
-        let query = |size: usize, set: &mut KSet| {
-            // SAFETY: a query writes at most KSET bytes to `set` (a wrong
-            // size is refused before anything is written).
-            unsafe {
-                libc::syscall(
-                    libc::SYS_rt_sigprocmask,
-                    libc::SIG_BLOCK,
-                    std::ptr::null::<KSet>(),
-                    set as *mut KSet,
-                    size,
-                )
-            }
+        let query = |size| {
+            guarded_call(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_BLOCK,
+                std::ptr::null(),
+                size,
+            )
+            .0
         };
         for size in [KSET / 2, KSET * 2] {
-            assert_eq!(
-                query(size, &mut set),
-                -1,
-                "rt_sigprocmask took a set of {size} bytes"
-            );
+            assert_eq!(query(size), -1, "rt_sigprocmask took a set of {size} bytes");
         }
         assert_eq!(
-            query(KSET, &mut set),
+            query(KSET),
             0,
             "rt_sigprocmask refused a set of {KSET} bytes"
         );
@@ -319,27 +357,19 @@ mod tests {
     fn the_kernel_writes_a_set_exactly_where_ours_is() {
         let sigs = SigSet::of(&[Signal::from_raw(12).unwrap(), Signal::from_raw(33).unwrap()]);
         let before = block(sigs);
-        let mut buf = guarded();
-        // SAFETY: the buffer has 128 writable bytes, more than the KSET the
-        // kernel is told.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigprocmask,
-                libc::SIG_BLOCK,
-                std::ptr::null::<KSet>(),
-                buf.as_mut_ptr(),
-                KSET,
-            )
-        };
+        let (r, b) = guarded_call(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            std::ptr::null(),
+            KSET,
+        );
         set_mask(before);
         assert_eq!(r, 0);
-        let b = bytes(&buf);
         assert!(
             b[KSET..].iter().all(|&x| x == FILL),
             "the kernel wrote past {KSET} bytes"
         );
-        // SAFETY: the buffer is aligned for and at least as large as KSet.
-        let got = kbits(unsafe { &*buf.as_ptr().cast::<KSet>() });
+        let got = set_bits(&b);
         assert_eq!(
             got & sigs.bits(),
             sigs.bits(),
@@ -374,50 +404,13 @@ mod tests {
         // of our struct and not a byte past it, and the fields must come
         // back where we put them.
         let sig = linux_raw_sys::general::SIGWINCH as libc::c_int;
-        let mut act = zeroed_action();
-        // SAFETY: SIG_IGN, as in `rt_sigaction`.
-        act.sa_handler_kernel = unsafe {
-            std::mem::transmute::<usize, linux_raw_sys::general::__kernel_sighandler_t>(
-                libc::SIG_IGN,
-            )
-        };
+        let mut act = sigaction_of(sig_ign());
         act.sa_mask = kset(u64::MAX);
-        let mut saved = zeroed_action();
-        // SAFETY: both are the kernel's struct sigaction.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                sig,
-                &act as *const kernel_sigaction,
-                &mut saved as *mut kernel_sigaction,
-                KSET,
-            )
-        };
-        assert_eq!(r, 0);
-        let mut buf = guarded();
-        // SAFETY: a query; the buffer has 128 writable bytes.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                sig,
-                std::ptr::null::<kernel_sigaction>(),
-                buf.as_mut_ptr(),
-                KSET,
-            )
-        };
-        // SAFETY: put the saved action back.
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                sig,
-                &saved as *const kernel_sigaction,
-                std::ptr::null_mut::<kernel_sigaction>(),
-                KSET,
-            )
-        };
+        let saved = swap(sig, Some(&act), sigaction_of(SIG_DFL)).unwrap();
+        let (r, b) = guarded_call(libc::SYS_rt_sigaction, sig, std::ptr::null(), KSET);
+        let got = swap(sig, Some(&saved), sigaction_of(SIG_DFL)).unwrap();
         assert_eq!(r, 0);
         let size = std::mem::size_of::<kernel_sigaction>();
-        let b = bytes(&buf);
         assert!(
             b[size..].iter().all(|&x| x == FILL),
             "the kernel wrote past {size} bytes"
@@ -426,11 +419,13 @@ mod tests {
             b[size - 1] != FILL,
             "the kernel's struct ends before ours ({size} bytes)"
         );
-        // SAFETY: the buffer is aligned for and larger than the struct.
-        let got = unsafe { &*buf.as_ptr().cast::<kernel_sigaction>() };
-        assert_eq!(handler_of(got), libc::SIG_IGN);
+        // The fields where ours has them: the handler first, the mask last.
+        let ptr = std::mem::size_of::<usize>();
+        assert_eq!(b[..ptr], libc::SIG_IGN.to_ne_bytes());
+        assert_eq!(handler_of(&got), libc::SIG_IGN);
         // KILL and STOP are never in a mask.
         let expect = u64::MAX & !(1 << (libc::SIGKILL - 1)) & !(1 << (libc::SIGSTOP - 1));
+        assert_eq!(set_bits(&b[size - KSET..]), expect);
         assert_eq!(kbits(&got.sa_mask), expect);
     }
 

@@ -76,11 +76,13 @@ pub fn foreground_group() -> Option<i32> {
 /// The terminal's foreground group as our PID namespace numbers it: 0 when
 /// it lies outside; `None` when stdin is not our controlling terminal.
 fn foreground_raw() -> Option<i32> {
-    // libc's, not rustix's: rustix's turns the 0 into an error.
-    // SAFETY: tcgetpgrp on descriptor 0 is one ioctl that writes an int the
-    // call owns; a descriptor that is not a terminal only fails.
-    let pgid = unsafe { libc::tcgetpgrp(0) };
-    (pgid >= 0).then_some(pgid)
+    // rustix answers a group of 0 with EOPNOTSUPP (the ioctl itself never
+    // does: a descriptor that is no terminal of ours gives ENOTTY).
+    match rustix::termios::tcgetpgrp(stdin()) {
+        Ok(pgid) => Some(pgid.as_raw_pid()),
+        Err(rustix::io::Errno::OPNOTSUPP) => Some(0),
+        Err(_) => None,
+    }
 }
 
 /// Whether the kernel lets this process's group read the terminal on stdin
@@ -110,22 +112,17 @@ pub fn take_back_from(from: i32) {
     }
 }
 
-/// This process's session id.
+/// This process's session id (0 where its leader is in an ancestor PID
+/// namespace: raw, as rustix's `getsid` assumes an id above 0).
 pub fn own_session() -> i32 {
-    // Raw, as `own_group`: under a PID namespace whose session leader is in
-    // an ancestor namespace the answer is 0, which rustix's `getsid`
-    // asserts never happens.
-    // SAFETY: getsid(0) has no preconditions.
-    unsafe { libc::getsid(0) }
+    crate::sigraw::int_call(crate::sigraw::IntCall::OwnSession).unwrap_or(0)
 }
 
-/// This process's group id.
+/// This process's group id (0 where its leader is in an ancestor PID
+/// namespace, as after `nsenter --pid`: raw, as rustix's `getpgrp` assumes
+/// an id above 0).
 pub fn own_group() -> i32 {
-    // libc's getpgrp, not rustix's: rustix's assumes a group id above 0, but
-    // a process whose group leader lives in an ancestor PID namespace (one
-    // entered with `nsenter --pid`) gets 0.
-    // SAFETY: getpgrp takes no argument and cannot fail.
-    unsafe { libc::getpgrp() }
+    crate::sigraw::int_call(crate::sigraw::IntCall::OwnGroup).unwrap_or(0)
 }
 
 /// Stop this process with `sig` (TSTP, TTIN or TTOU, default action), the way
