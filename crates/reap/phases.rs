@@ -1010,7 +1010,7 @@ impl<'a> Back<'a> {
 
     /// The cleanup (`/bin/sh -c CMD`, or `--cleanup-exec`'s vector) in a
     /// new process group.
-    fn cleanup_spawn(&self, env: Env) -> Spawn {
+    fn cleanup_spawn(&self, env: Env) -> Spawn<'static> {
         let argv: Vec<OsString> = self.config.cleanup_argv().unwrap_or_default();
         let mut spawn = Spawn::new(&argv);
         spawn.isolation(Isolation::Group);

@@ -9,12 +9,20 @@
 //! pidfd comes from the same call, so a full descriptor table makes the spawn
 //! fail before COMMAND exists, never after.
 //!
-//! Between clone and exec the child shares the tool's memory: it runs
-//! [`child_main`], which only reads what the parent prepared and makes plain
-//! system calls (no allocation, no locks). The tool's signals stay blocked
-//! across the clone, so no signal meant for the tool can run anything in the
-//! child; the child unblocks only once its dispositions are back to the
-//! caller's, and then a pending signal simply acts on COMMAND.
+//! With a cgroup, `clone3(CLONE_VFORK | CLONE_INTO_CGROUP)` where the
+//! kernel has it: the child is born in the cgroup (a move by a write to
+//! `cgroup.procs`, the way on older kernels, took milliseconds one time
+//! in ten here), on a copy of the tool's memory, as after fork.
+//!
+//! The child's whole path between clone and exec is [`child_path`], under
+//! one contract: it runs on memory the tool prepared and does not touch
+//! while it waits (the tool's own under `CLONE_VM`, or a copy of it from
+//! `clone3`), makes plain system calls only (no allocation, no lock), and
+//! writes nothing but its [`Failure`], which lies in the spawn's [`Arena`],
+//! a mapping shared by the two either way. The tool's signals stay blocked
+//! across the clone, so no signal meant for the tool can run anything in
+//! the child; the child unblocks only once its dispositions are back to
+//! the caller's, and then a pending signal simply acts on COMMAND.
 //!
 //! But one kind of signal must not act in the child before exec: a
 //! job-control stop (TSTP, TTIN, TTOU: a Ctrl-Z once COMMAND's group has
@@ -36,7 +44,7 @@ use rustix::termios::tcsetpgrp;
 use std::cell::Cell;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -51,7 +59,7 @@ pub enum Isolation {
 }
 
 /// How to start COMMAND.
-pub struct Spawn {
+pub struct Spawn<'a> {
     argv: Vec<OsString>,
     env: Vec<(OsString, Option<OsString>)>,
     /// Variables set to COMMAND's own pid, filled in by the child.
@@ -61,12 +69,12 @@ pub struct Spawn {
     foreground: bool,
     /// The cgroup COMMAND enters before exec: its directory and its
     /// `cgroup.procs` (see [`Spawn::cgroup`]).
-    cgroup: Option<(RawFd, RawFd)>,
+    cgroup: Option<(BorrowedFd<'a>, BorrowedFd<'a>)>,
 }
 
-impl Spawn {
+impl<'a> Spawn<'a> {
     /// COMMAND is `argv[0]` (looked up in PATH) with the rest as arguments.
-    pub fn new(argv: &[OsString]) -> Spawn {
+    pub fn new(argv: &[OsString]) -> Spawn<'a> {
         Spawn {
             argv: argv.to_vec(),
             env: Vec::new(),
@@ -79,34 +87,34 @@ impl Spawn {
     }
 
     /// Start COMMAND in this cgroup v2 (its directory, and its
-    /// `cgroup.procs` open for writing; both must stay open until the
-    /// spawn returns): `clone3` with `CLONE_INTO_CGROUP` where the kernel
-    /// has it, else the child writes `0` to `cgroup.procs` before exec.
-    /// Either way not one instruction of COMMAND runs outside it.
-    pub fn cgroup(&mut self, dir: BorrowedFd<'_>, procs: BorrowedFd<'_>) -> &mut Spawn {
-        self.cgroup = Some((dir.as_raw_fd(), procs.as_raw_fd()));
+    /// `cgroup.procs` open for writing): `clone3` with `CLONE_INTO_CGROUP`
+    /// where the kernel has it, else the child writes `0` to
+    /// `cgroup.procs` before exec. Either way not one instruction of
+    /// COMMAND runs outside it.
+    pub fn cgroup(&mut self, dir: BorrowedFd<'a>, procs: BorrowedFd<'a>) -> &mut Self {
+        self.cgroup = Some((dir, procs));
         self
     }
 
-    pub fn isolation(&mut self, isolation: Isolation) -> &mut Spawn {
+    pub fn isolation(&mut self, isolation: Isolation) -> &mut Self {
         self.isolation = isolation;
         self
     }
 
     /// The signal COMMAND gets if the tool dies (`PR_SET_PDEATHSIG`).
-    pub fn pdeathsig(&mut self, sig: Option<Signal>) -> &mut Spawn {
+    pub fn pdeathsig(&mut self, sig: Option<Signal>) -> &mut Self {
         self.pdeathsig = sig;
         self
     }
 
     /// Make COMMAND's group the terminal's foreground group (stdin).
-    pub fn foreground(&mut self, on: bool) -> &mut Spawn {
+    pub fn foreground(&mut self, on: bool) -> &mut Self {
         self.foreground = on;
         self
     }
 
     /// Add a variable to COMMAND's environment.
-    pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Spawn {
+    pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Self {
         self.env
             .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
         self
@@ -116,14 +124,14 @@ impl Spawn {
     /// the entry is made here with room for the digits, and the child
     /// writes its pid into it before exec, so nothing is allocated after
     /// the clone.
-    pub fn env_own_pid(&mut self, key: impl AsRef<OsStr>) -> &mut Spawn {
+    pub fn env_own_pid(&mut self, key: impl AsRef<OsStr>) -> &mut Self {
         self.env.push((key.as_ref().to_owned(), None));
         self.own_pid_vars.push(key.as_ref().to_owned());
         self
     }
 
     /// Remove a variable from COMMAND's environment.
-    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Spawn {
+    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Self {
         self.env.push((key.as_ref().to_owned(), None));
         self
     }
@@ -142,26 +150,19 @@ impl Spawn {
         output: [Option<BorrowedFd<'_>>; 2],
     ) -> Result<Child, Error> {
         let image = self.image()?;
-        let local = Failure::default();
-        // clone3 without CLONE_VM: the child writes its failure to a page
-        // both processes share.
-        let shared = match self.cgroup {
-            Some(_) => Some(SharedFailure::new().map_err(|e| Error::sys("start a process", e))?),
-            None => None,
-        };
+        let arena = Arena::new().map_err(|e| Error::sys("start a process", e))?;
         let mut job = ChildJob {
             image: &image,
             restorer: startup.restorer(),
             isolation: self.isolation,
             pdeathsig: self.pdeathsig,
             foreground: self.foreground,
-            parent: rustix::process::getpid(),
+            parent: getpid(),
             enter: None,
             output,
-            failure: shared.as_ref().map_or(&local, |s| s.get()),
+            failure: arena.failure(),
         };
-        // Where the child's catcher notes a job-control stop (shared with
-        // the child either way: its memory, or the shared page).
+        // Where the child's catcher notes a job-control stop.
         HELD.store(
             &job.failure.held as *const AtomicU32 as *mut AtomicU32,
             Ordering::Relaxed,
@@ -170,12 +171,13 @@ impl Spawn {
             Some((dir, procs)) => match clone3_into(&job, dir) {
                 Err(e) if clone3_missing(&e) => {
                     job.enter = Some(procs);
-                    clone_vfork(&job)
+                    clone_vfork(&job, &arena)
                 }
                 other => other,
             },
-            None => clone_vfork(&job),
+            None => clone_vfork(&job, &arena),
         };
+        HELD.store(std::ptr::null_mut(), Ordering::Relaxed);
         let (pid, pidfd) = cloned.map_err(|e| match e.raw_os_error() {
             Some(libc::EBUSY | libc::EOPNOTSUPP) => Error::usage(format!(
                 "--cgroup: COMMAND cannot be started in its cgroup ({}): cgroup v2's \
@@ -185,11 +187,10 @@ impl Spawn {
             _ if self.cgroup.is_some() => Error::sys("start a process in its cgroup", e),
             _ => Error::sys("start a process", e),
         })?;
-        HELD.store(std::ptr::null_mut(), Ordering::Relaxed);
         if job.failure.errno.get() != 0 {
             // The child failed before or at exec and has exited: reap it.
             let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
-            return Err(self.failure(job.failure));
+            return Err(self.failure(job.failure.stage.get(), job.failure.errno.get()));
         }
         let held = job.failure.held.load(Ordering::Relaxed);
         for sig in JOB_STOPS.into_iter().filter(|s| held & bit(*s) != 0) {
@@ -215,11 +216,11 @@ impl Spawn {
         };
         let restorer = startup.restorer();
         restorer.restore();
-        let failure = image.exec();
+        let errno = image.exec();
         // Back to the tool's own state: SIGCHLD waited for, signals blocked.
         let _ = crate::sigraw::set_disposition(crate::Signal::CHLD, false);
         crate::startup::block(crate::SigSet::blockable());
-        self.failure(&failure)
+        self.failure(Stage::Exec, errno)
     }
 
     /// Everything `execve` needs, prepared before the child exists.
@@ -234,18 +235,13 @@ impl Spawn {
             .iter()
             .map(|c| cstr(c, "path"))
             .collect::<Result<_, _>>()?;
-        let env = if self.env.is_empty() && self.own_pid_vars.is_empty() {
-            None
-        } else {
-            Some(self.environment()?)
-        };
-        Ok(Image::new(candidates, args, env))
+        Ok(Image::new(candidates, args, self.environment()?))
     }
 
-    /// COMMAND's environment where `env`/`env_remove` change it: the tool's
-    /// own entries less every one of a changed name, then the new values.
-    /// The kept entries are pointed at where the C library keeps them, not
-    /// copied: copying every variable cost graceful (which sets
+    /// COMMAND's environment: the tool's own entries, less every one of a
+    /// name `env`/`env_remove` changes, then the new values. The kept
+    /// entries are pointed at where the C library keeps them, not copied:
+    /// copying every variable cost graceful (which sets
     /// `GRACEFUL_GRACE_MS`) some 80,000 instructions and 50 us per start.
     fn environment(&self) -> Result<Environment, Error> {
         // The last change of a name wins; new values go last, in the order
@@ -261,26 +257,16 @@ impl Spawn {
             }
         }
         let changed = |name: &[u8]| self.env.iter().any(|(k, _)| k.as_bytes() == name);
-        let mut pointers = Vec::new();
-        // SAFETY: `environ` is the C library's environment: null, or a
-        // null-terminated array of NUL-terminated strings. The tools change
-        // no variable (they have one thread and never call setenv), so the
-        // strings stay where they are until COMMAND's execve, which reads
-        // them in the same memory (the child shares it until then).
-        unsafe {
-            let mut entry = environ;
-            while !entry.is_null() && !(*entry).is_null() {
-                let text = CStr::from_ptr(*entry).to_bytes();
-                // As std::env::vars_os reads it: the name is at least one
-                // byte long, and an entry without '=' after it is skipped.
-                if let Some(eq) = text.iter().skip(1).position(|&b| b == b'=') {
-                    if !changed(&text[..eq + 1]) {
-                        pointers.push(*entry);
-                    }
-                }
-                entry = entry.add(1);
-            }
-        }
+        // Unchanged, the environment is passed on whole; changed, it is read
+        // as std::env::vars_os reads it: the name is at least one byte
+        // long, and an entry without '=' after it is skipped.
+        let kept = |entry: &&CStr| {
+            let text = entry.to_bytes();
+            self.env.is_empty()
+                || (text.iter().skip(1).position(|&b| b == b'='))
+                    .is_some_and(|eq| !changed(&text[..eq + 1]))
+        };
+        let mut pointers: Vec<*const c_char> = environ().filter(kept).map(CStr::as_ptr).collect();
         pointers.extend(added.iter().map(|c| c.as_ptr()));
         let mut pid_slots = Vec::new();
         for key in &self.own_pid_vars {
@@ -303,14 +289,14 @@ impl Spawn {
         })
     }
 
-    fn failure(&self, failure: &Failure) -> Error {
+    fn failure(&self, stage: Stage, errno: c_int) -> Error {
         let name = self
             .argv
             .first()
             .map(|p| p.to_string_lossy())
             .unwrap_or_default();
-        let err = io::Error::from_raw_os_error(failure.errno.get());
-        let what = match failure.stage.get() {
+        let err = io::Error::from_raw_os_error(errno);
+        let what = match stage {
             Stage::Group => "setpgid",
             Stage::Session => "setsid",
             Stage::Cgroup => "entering the cgroup",
@@ -320,7 +306,7 @@ impl Spawn {
         if !what.is_empty() {
             return Error::sys(&format!("{what} for '{name}'"), err);
         }
-        match failure.errno.get() {
+        match errno {
             libc::ENOENT => match self.argv.first().and_then(|p| missing_interpreter(p)) {
                 // The file is there: what is missing is its `#!` interpreter.
                 Some((path, interpreter)) => Error {
@@ -376,9 +362,31 @@ fn cstr(s: &OsStr, what: &str) -> Result<CString, Error> {
     })
 }
 
-extern "C" {
-    /// The C library's environment (`environ(7)`).
-    static environ: *const *const c_char;
+/// The C library's environment (`environ(7)`), entry by entry.
+fn environ() -> impl Iterator<Item = &'static CStr> {
+    extern "C" {
+        static environ: *const *const c_char;
+    }
+    let mut at: *const *const c_char = std::ptr::null();
+    std::iter::from_fn(move || {
+        // SAFETY: `environ` is null or a null-terminated array of
+        // NUL-terminated strings, and `at` walks it no further than its
+        // null. The tools change no variable (one thread, no setenv), so
+        // the array and its strings stay where and as they are for the
+        // life of the process: through COMMAND's execve, which reads them
+        // (in the tool's memory, or in the child's copy of it).
+        unsafe {
+            if at.is_null() {
+                at = environ;
+            }
+            if at.is_null() || (*at).is_null() {
+                return None;
+            }
+            let entry = CStr::from_ptr(*at);
+            at = at.add(1);
+            Some(entry)
+        }
+    })
 }
 
 /// COMMAND's own environment: the pointers `execve` gets, and the strings
@@ -452,14 +460,14 @@ struct Image {
     /// `/bin/sh FILE ARG...`, as `execvp(3)` runs it. Slot 1 is the file,
     /// written by the child once it knows which candidate it was.
     sh_argv: Vec<Cell<*const c_char>>,
-    env: Option<Environment>,
+    env: Environment,
 }
 
 /// The shell `execvp(3)` runs a file with when the kernel cannot.
 const SHELL: &CStr = c"/bin/sh";
 
 impl Image {
-    fn new(candidates: Vec<CString>, args: Vec<CString>, env: Option<Environment>) -> Image {
+    fn new(candidates: Vec<CString>, args: Vec<CString>, env: Environment) -> Image {
         let argv = args
             .iter()
             .map(|c| c.as_ptr())
@@ -480,33 +488,30 @@ impl Image {
         }
     }
 
-    /// Try each candidate as `execvp` does; returns only on failure.
-    /// Async-signal-safe and allocation-free: runs in the vfork child.
-    fn exec(&self) -> Failure {
-        // SAFETY: `environ` is the C library's environment, valid here.
-        let envp = self
-            .env
-            .as_ref()
-            .map_or(unsafe { environ }, |e| e.pointers.as_ptr());
+    /// Try each candidate as `execvp` does; returns only on failure, with
+    /// its errno. Allocation-free: runs in the child.
+    fn exec(&self) -> c_int {
+        let exec = |path: *const c_char, argv: *const *const c_char| {
+            // SAFETY: `path` is a NUL-terminated string, `argv` and the
+            // environment null-terminated arrays of them (a
+            // `Cell<*const c_char>` has the layout of `*const c_char`), all
+            // held by `self` through the call.
+            unsafe { libc::execve(path, argv, self.env.pointers.as_ptr()) };
+            io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::ENOENT)
+        };
         let mut errno = libc::ENOENT;
         let mut saw_eacces = false;
         for path in &self.candidates {
-            // SAFETY: path, argv and envp are NUL-terminated C strings and
-            // null-terminated pointer arrays that outlive the call.
-            unsafe { libc::execve(path.as_ptr(), self.argv.as_ptr(), envp) };
-            errno = io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::ENOENT);
+            errno = exec(path.as_ptr(), self.argv.as_ptr());
             if errno == libc::ENOEXEC {
                 // A file without `#!` that is executable: a shell script,
-                // as `execvp`, `env`, `timeout` and tini take it.
+                // as `execvp`, `env`, `timeout` and tini take it. No shell
+                // to run it with: the file stays one that cannot be
+                // executed (126), as it was.
                 self.sh_argv[1].set(path.as_ptr());
-                // SAFETY: as above; `Cell<*const c_char>` has the layout of
-                // `*const c_char`, so `sh_argv` is a null-terminated
-                // pointer array, its slot 1 now the file's path.
-                unsafe { libc::execve(SHELL.as_ptr(), self.sh_argv.as_ptr().cast(), envp) };
-                // No shell to run it with: the file stays one that cannot
-                // be executed (126), as it was.
+                exec(SHELL.as_ptr(), self.sh_argv.as_ptr().cast());
                 break;
             }
             match errno {
@@ -518,11 +523,7 @@ impl Image {
         if saw_eacces && matches!(errno, libc::ENOENT | libc::ENOTDIR) {
             errno = libc::EACCES;
         }
-        Failure {
-            stage: Cell::new(Stage::Exec),
-            errno: Cell::new(errno),
-            held: AtomicU32::new(0),
-        }
+        errno
     }
 }
 
@@ -536,9 +537,9 @@ enum Stage {
     Exec,
 }
 
-/// Written by the child (shared memory) when it fails; errno 0 means exec
-/// succeeded. Cells: the child writes through the shared `ChildJob` while
-/// the parent is suspended.
+/// Written by the child when it fails (errno 0: it exec'd), read by the
+/// tool once the clone has returned. Cells: the child writes them while the
+/// tool, suspended, holds a shared reference.
 #[derive(Default)]
 struct Failure {
     stage: Cell<Stage>,
@@ -555,7 +556,7 @@ impl Failure {
     }
 }
 
-/// What the vfork child reads (and, on failure, writes).
+/// What the child reads (and, on failure, writes).
 struct ChildJob<'a> {
     image: &'a Image,
     restorer: Restorer,
@@ -565,54 +566,76 @@ struct ChildJob<'a> {
     parent: Pid,
     /// `cgroup.procs` to write `0` to before exec (the way into the
     /// cgroup where clone3 cannot put the child there itself).
-    enter: Option<RawFd>,
+    enter: Option<BorrowedFd<'a>>,
     /// What descriptors 1 and 2 become, where given.
     output: [Option<BorrowedFd<'a>>; 2],
     failure: &'a Failure,
 }
 
-/// A [`Failure`] in a page shared with a child that does not share the
-/// tool's memory (clone3 without CLONE_VM).
-struct SharedFailure {
-    page: *mut c_void,
+/// Below the child's stack, a guard it may not touch: an overflow faults
+/// (SIGSEGV in the child, never a silent write into whatever lies below).
+/// The largest base page of the architectures the suite builds for (64 KiB
+/// on some arm64 and ppc64el kernels) is whole in it.
+const GUARD: usize = 64 * 1024;
+
+const CHILD_STACK: usize = 64 * 1024;
+
+/// The stack's top, and where the [`Failure`] lies (a multiple of every
+/// page size, so aligned for it).
+const TOP: usize = GUARD + CHILD_STACK;
+
+/// A spawn's own memory, one anonymous mapping shared with the child
+/// whichever way it is made: the guard, the child's stack (under
+/// `CLONE_VM`), and the child's [`Failure`] (shared, so a child on a copy
+/// of the tool's memory writes it where the tool reads it).
+struct Arena {
+    base: *mut c_void,
 }
 
-const PAGE: usize = 4096;
-
-impl SharedFailure {
-    fn new() -> io::Result<SharedFailure> {
-        // SAFETY: an anonymous shared mapping, checked for MAP_FAILED and
-        // unmapped on drop; a Failure (a few bytes) fits in it.
-        let page = unsafe {
-            libc::mmap(
+impl Arena {
+    fn new() -> io::Result<Arena> {
+        use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
+        let len = TOP + std::mem::size_of::<Failure>();
+        // SAFETY: a new mapping, nobody else's: its lowest GUARD bytes made
+        // inaccessible, a Failure written at TOP before anything reads it;
+        // unmapped again if the guard cannot be made.
+        unsafe {
+            let rw = ProtFlags::READ | ProtFlags::WRITE;
+            let base = mmap_anonymous(
                 std::ptr::null_mut(),
-                PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if page == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+                len,
+                rw,
+                MapFlags::SHARED | MapFlags::STACK,
+            )?;
+            if let Err(e) = mprotect(base, GUARD, MprotectFlags::empty()) {
+                let _ = munmap(base, len);
+                return Err(e.into());
+            }
+            base.cast::<u8>()
+                .add(TOP)
+                .cast::<Failure>()
+                .write(Failure::default());
+            Ok(Arena { base })
         }
-        // SAFETY: the mapping is page-aligned (aligned for Failure), ours,
-        // and large enough; it is written once before any read.
-        unsafe { page.cast::<Failure>().write(Failure::default()) };
-        Ok(SharedFailure { page })
     }
 
-    fn get(&self) -> &Failure {
-        // SAFETY: initialised in new; lives as long as self.
-        unsafe { &*self.page.cast::<Failure>() }
+    fn failure(&self) -> &Failure {
+        // SAFETY: written in `new`, mapped as long as `self`.
+        unsafe { &*self.base.cast::<u8>().add(TOP).cast::<Failure>() }
+    }
+
+    /// The top of the child's stack (it grows down on every Linux
+    /// architecture this builds for).
+    fn top(&self) -> *mut c_void {
+        self.base.cast::<u8>().wrapping_add(TOP).cast()
     }
 }
 
-impl Drop for SharedFailure {
+impl Drop for Arena {
     fn drop(&mut self) {
-        // SAFETY: our mapping; no reference to it outlives self (get's
-        // borrow), and the child has exec'd or exited.
-        unsafe { libc::munmap(self.page, PAGE) };
+        // SAFETY: our mapping; no reference into it outlives self (the
+        // borrow of `failure`), and the child has exec'd or exited.
+        let _ = unsafe { rustix::mm::munmap(self.base, TOP + std::mem::size_of::<Failure>()) };
     }
 }
 
@@ -627,11 +650,11 @@ fn clone3_missing(e: &io::Error) -> bool {
 }
 
 /// `clone3(CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP)` running
-/// [`child_main`] in the cgroup `dir`: a copy of the tool's memory (no
-/// CLONE_VM, so the child returns from the call on its own copy of this
-/// stack, as after fork), the tool suspended until the child exec'd or
-/// exited, its failure written to the shared page of `job.failure`.
-fn clone3_into(job: &ChildJob<'_>, dir: RawFd) -> io::Result<(Pid, Option<OwnedFd>)> {
+/// [`child_path`] in the cgroup `dir`: no CLONE_VM, so the child returns
+/// from the call on a copy of the tool's memory, as after fork (its
+/// Failure is in the shared arena); the tool is suspended until the child
+/// exec'd or exited.
+fn clone3_into(job: &ChildJob<'_>, dir: BorrowedFd<'_>) -> io::Result<(Pid, Option<OwnedFd>)> {
     use linux_raw_sys::general::{clone_args, CLONE_INTO_CGROUP, CLONE_PIDFD, CLONE_VFORK};
     let mut pidfd: c_int = -1;
     let args = clone_args {
@@ -645,116 +668,80 @@ fn clone3_into(job: &ChildJob<'_>, dir: RawFd) -> io::Result<(Pid, Option<OwnedF
         tls: 0,
         set_tid: 0,
         set_tid_size: 0,
-        cgroup: dir as u64,
+        cgroup: dir.as_raw_fd() as u64,
     };
     // SAFETY: `args` is the kernel's own struct (linux-raw-sys), its size
-    // passed with it; the pidfd pointer outlives the call. Without CLONE_VM
-    // the child runs on a copy of this process's memory: it only calls
-    // child_main (plain system calls) and exits.
+    // passed with it; the pidfd pointer outlives the call. The child, on
+    // its copy of the tool's memory, runs child_path and ends with _exit:
+    // it never returns into the tool's code (no destructor, exit handler or
+    // buffer of the tool's runs twice).
     let pid = unsafe {
-        libc::syscall(
+        let pid = libc::syscall(
             libc::SYS_clone3,
             &args as *const clone_args,
             std::mem::size_of::<clone_args>(),
-        )
+        );
+        if pid == 0 {
+            libc::_exit(child_path(job));
+        }
+        pid
     };
-    if pid == 0 {
-        let arg = job as *const ChildJob<'_> as *mut c_void;
-        let code = child_main(arg);
-        // SAFETY: the child ends here without running the tool's exit
-        // handlers or flushing its buffers (a copy of the tool's).
-        unsafe { libc::_exit(code) };
-    }
-    let err = io::Error::last_os_error();
-    let Some(pid) = i32::try_from(pid).ok().and_then(crate::typed_pid) else {
-        return Err(err);
-    };
-    // SAFETY: a new close-on-exec descriptor from CLONE_PIDFD, owned by us.
-    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
-    Ok((pid, pidfd))
+    cloned(pid, pidfd)
 }
 
-const CHILD_STACK: usize = 64 * 1024;
-
-/// Below the child's stack, a page it may not touch: an overflow faults
-/// (SIGSEGV in the child, never a silent write into whatever the kernel
-/// mapped below). The largest base page of the architectures the suite
-/// builds for (64 KiB on some arm64 and ppc64el kernels) is whole in it.
-const GUARD: usize = 64 * 1024;
-
 /// `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD)` running
-/// [`child_main`]; falls back to no pidfd on kernels without CLONE_PIDFD.
-fn clone_vfork(job: &ChildJob<'_>) -> io::Result<(Pid, Option<OwnedFd>)> {
-    // SAFETY: an anonymous private mapping; checked for MAP_FAILED below and
-    // unmapped once the child has left it (after exec or exit).
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            GUARD + CHILD_STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the lowest GUARD bytes of the mapping just made, page-aligned
-    // (GUARD is a multiple of every page size), used by nothing yet.
-    if unsafe { libc::mprotect(stack, GUARD, libc::PROT_NONE) } != 0 {
-        let err = io::Error::last_os_error();
-        // SAFETY: the mapping made above, not used.
-        unsafe { libc::munmap(stack, GUARD + CHILD_STACK) };
-        return Err(err);
-    }
-    // SAFETY: the top of the mapping; the stack grows down on every Linux
-    // architecture this builds for.
-    let top = unsafe { stack.cast::<u8>().add(GUARD + CHILD_STACK) }.cast::<c_void>();
+/// [`child_main`] on the arena's stack; without CLONE_PIDFD where the
+/// kernel refuses it (EINVAL: before 5.2; EPERM, ENOSYS: a seccomp profile).
+fn clone_vfork(job: &ChildJob<'_>, arena: &Arena) -> io::Result<(Pid, Option<OwnedFd>)> {
     let arg = job as *const ChildJob<'_> as *mut c_void;
     let base = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     let mut pidfd: c_int = -1;
-    // SAFETY: child_main only touches `job` (alive until clone returns: the
-    // parent is suspended until the child execs or exits) and its own
-    // stack; CLONE_PIDFD stores the pidfd into `pidfd`.
-    let mut pid = unsafe {
-        libc::clone(
-            child_main,
-            top,
-            base | libc::CLONE_PIDFD,
-            arg,
-            &mut pidfd as *mut c_int,
-        )
-    };
-    // EINVAL: a kernel before CLONE_PIDFD; EPERM, ENOSYS: a seccomp profile
-    // that refuses the flag.
-    if pid < 0
-        && matches!(
-            io::Error::last_os_error().raw_os_error(),
-            Some(libc::EINVAL | libc::EPERM | libc::ENOSYS)
-        )
-    {
-        pidfd = -1;
-        // SAFETY: as above, without CLONE_PIDFD.
-        pid = unsafe { libc::clone(child_main, top, base, arg) };
+    let mut pid = -1;
+    for flags in [base | libc::CLONE_PIDFD, base] {
+        // SAFETY: child_main runs child_path, which keeps the contract of
+        // the module doc; its stack is the arena's, below `top`, alive until
+        // after clone returns (the tool is suspended until the child exec'd
+        // or exited). Only CLONE_PIDFD makes the kernel write, to `pidfd`.
+        pid = unsafe {
+            libc::clone(
+                child_main,
+                arena.top(),
+                flags,
+                arg,
+                &mut pidfd as *mut c_int,
+            )
+        };
+        let refused = io::Error::last_os_error().raw_os_error();
+        if pid >= 0 || !matches!(refused, Some(libc::EINVAL | libc::EPERM | libc::ENOSYS)) {
+            break;
+        }
     }
-    let err = io::Error::last_os_error();
-    // SAFETY: the child no longer runs on this stack.
-    unsafe { libc::munmap(stack, GUARD + CHILD_STACK) };
-    let Some(pid) = crate::typed_pid(pid) else {
-        return Err(err);
-    };
-    // SAFETY: a new close-on-exec descriptor from CLONE_PIDFD, owned by us.
+    cloned(pid.into(), pidfd)
+}
+
+/// What a clone returned: the child's pid (or the clone's error), and its
+/// pidfd where CLONE_PIDFD made one.
+fn cloned(pid: libc::c_long, pidfd: c_int) -> io::Result<(Pid, Option<OwnedFd>)> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(crate::typed_pid)
+        .ok_or_else(io::Error::last_os_error)?;
+    // SAFETY: a new close-on-exec descriptor from CLONE_PIDFD, nobody else's.
     let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
     Ok((pid, pidfd))
 }
 
-/// The child between clone and exec. Plain system calls only.
+/// [`child_path`] as `clone`'s entry point.
 extern "C" fn child_main(arg: *mut c_void) -> c_int {
-    // SAFETY: `arg` is the parent's `ChildJob`, alive and not touched by the
-    // parent while it is suspended in clone; the child's only writes go to
-    // its `failure` cells.
-    let job = unsafe { &*(arg as *const ChildJob<'_>) };
+    // SAFETY: `arg` is the tool's `ChildJob`, alive and untouched while the
+    // tool is suspended in clone.
+    child_path(unsafe { &*(arg as *const ChildJob<'_>) })
+}
+
+/// The child between clone and exec, all of it: plain system calls only,
+/// and no write but to `job.failure`. Returns (as the child's exit code)
+/// only on failure.
+fn child_path(job: &ChildJob<'_>) -> c_int {
     let fail = |stage: Stage, errno: rustix::io::Errno| -> c_int {
         job.failure.record(stage, errno.raw_os_error());
         127
@@ -763,9 +750,6 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // no allocation, no lock and no errno, so they are as fit for the vfork
     // child as the raw calls they stand for.
     if let Some(procs) = job.enter {
-        // SAFETY: the parent's open `cgroup.procs`, alive until the spawn
-        // returns (the parent is suspended meanwhile).
-        let procs = unsafe { BorrowedFd::borrow_raw(procs) };
         // `0`: the writer itself.
         if let Err(errno) = rustix::io::write(procs, b"0") {
             return fail(Stage::Cgroup, errno);
@@ -793,18 +777,15 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         let _ = tcsetpgrp(stdin(), me);
     }
     if let Some(sig) = job.pdeathsig {
-        set_pdeathsig(sig);
+        let _ = crate::sigraw::int_call(crate::sigraw::IntCall::ParentDeathSignal(sig));
     }
     job.restorer.restore_with(hold_stops);
     if let Some(sig) = job.pdeathsig.filter(|_| getppid() != Some(job.parent)) {
         // The parent died before prctl: no one will send the signal.
         let _ = crate::signal::kill(me.as_raw_pid(), sig);
     }
-    if let Some(env) = &job.image.env {
-        env.fill_pid(me.as_raw_pid());
-    }
-    let failure = job.image.exec();
-    job.failure.record(failure.stage.get(), failure.errno.get());
+    job.image.env.fill_pid(me.as_raw_pid());
+    job.failure.record(Stage::Exec, job.image.exec());
     127
 }
 
@@ -816,8 +797,9 @@ fn bit(sig: Signal) -> u32 {
     1u32.checked_shl(sig.raw() as u32).unwrap_or(0)
 }
 
-/// The [`Failure::held`] of the spawn under way, for [`hold_stop`]: set by
-/// the parent before the clone, cleared after (the tools have one thread).
+/// The [`Failure::held`] of the spawn under way, for [`hold_stop`] (in the
+/// arena, so the child writes it where the tool reads it either way): set
+/// by the tool before the clone, cleared after (the tools have one thread).
 static HELD: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
 
 /// In the child, until exec: each job-control stop whose action is the
@@ -854,14 +836,4 @@ extern "C" fn hold_stop(sig: c_int) {
     if let Some(held) = unsafe { held.as_ref() } {
         held.fetch_or(1u32.checked_shl(sig as u32).unwrap_or(0), Ordering::Relaxed);
     }
-}
-
-/// `prctl(PR_SET_PDEATHSIG, sig)`. A raw call, not rustix's
-/// `set_parent_process_death_signal`: the signal is the caller's choice and
-/// may be one the C library reserves (32, 33), which rustix's `Signal` may
-/// not carry (see [`crate::pidfd`]). Async-signal-safe: for the vfork child.
-fn set_pdeathsig(sig: Signal) {
-    // SAFETY: PR_SET_PDEATHSIG takes one integer, a signal number; no memory
-    // of ours is read or written.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig.raw() as libc::c_ulong, 0, 0, 0) };
 }
