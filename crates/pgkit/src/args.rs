@@ -40,13 +40,13 @@ pub fn args_os() -> impl Iterator<Item = OsString> {
     let argc = ARGC.load(Ordering::Relaxed);
     let argv = ARGV.load(Ordering::Relaxed).cast_const();
     (0..argc).map_while(move |i| {
-        // SAFETY: `from_main`'s contract: `argv` holds `argc` valid C strings
-        // for the life of the process (i < argc); a null entry ends the list
-        // early.
-        let arg = unsafe { *argv.add(i) };
-        // SAFETY: a non-null entry of argv is a NUL-terminated string.
-        (!arg.is_null())
-            .then(|| OsStr::from_bytes(unsafe { CStr::from_ptr(arg) }.to_bytes()).to_owned())
+        // SAFETY: `from_main`'s contract: `argv` holds `argc` pointers
+        // (i < argc), each null (which ends the list early) or a
+        // NUL-terminated string, valid for the life of the process.
+        unsafe {
+            let arg = *argv.add(i);
+            (!arg.is_null()).then(|| OsStr::from_bytes(CStr::from_ptr(arg).to_bytes()).to_owned())
+        }
     })
 }
 

@@ -54,20 +54,23 @@ pub fn reap_except(keep: Option<i32>) -> io::Result<Vec<(i32, Status)>> {
 /// has the pid, have WNOWAIT: it would reap `keep`).
 fn exited_child() -> io::Result<Option<Pid>> {
     loop {
-        // SAFETY: siginfo_t is plain old data; all zeroes is a valid value.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         let options = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
-        // SAFETY: `info` is a valid, writable siginfo_t.
-        if unsafe { libc::waitid(libc::P_ALL, 0, &mut info, options) } < 0 {
+        // SAFETY: siginfo_t is plain data, valid all zero, and waitid writes
+        // it; its si_pid is the child's after a successful call, and stays 0
+        // where WNOHANG found none or the call failed.
+        let (r, pid) = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let r = libc::waitid(libc::P_ALL, 0, &mut info, options);
+            (r, info.si_pid())
+        };
+        if r < 0 {
             let err = io::Error::last_os_error();
             if err.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(err);
         }
-        // SAFETY: after a successful waitid the child fields are initialised
-        // (si_pid stays 0 when WNOHANG found nothing).
-        return Ok(crate::typed_pid(unsafe { info.si_pid() }));
+        return Ok(crate::typed_pid(pid));
     }
 }
 
