@@ -244,6 +244,15 @@ impl<'a> Spawn<'a> {
     /// copying every variable cost graceful (which sets
     /// `GRACEFUL_GRACE_MS`) some 80,000 instructions and 50 us per start.
     fn environment(&self) -> Result<Environment, Error> {
+        if self.env.is_empty() {
+            // Unchanged: passed on as it is.
+            return Ok(Environment {
+                _added: Vec::new(),
+                pid_slots: Vec::new(),
+                _pointers: Vec::new(),
+                envp: environ(None),
+            });
+        }
         // The last change of a name wins; new values go last, in the order
         // of their last change.
         let mut added = Vec::new();
@@ -257,16 +266,18 @@ impl<'a> Spawn<'a> {
             }
         }
         let changed = |name: &[u8]| self.env.iter().any(|(k, _)| k.as_bytes() == name);
-        // Unchanged, the environment is passed on whole; changed, it is read
-        // as std::env::vars_os reads it: the name is at least one byte
+        // Read as std::env::vars_os reads it: the name is at least one byte
         // long, and an entry without '=' after it is skipped.
-        let kept = |entry: &&CStr| {
+        let mut pointers = Vec::new();
+        let mut keep = |entry: &'static CStr| {
             let text = entry.to_bytes();
-            self.env.is_empty()
-                || (text.iter().skip(1).position(|&b| b == b'='))
-                    .is_some_and(|eq| !changed(&text[..eq + 1]))
+            if let Some(eq) = text.iter().skip(1).position(|&b| b == b'=') {
+                if !changed(&text[..eq + 1]) {
+                    pointers.push(entry.as_ptr());
+                }
+            }
         };
-        let mut pointers: Vec<*const c_char> = environ().filter(kept).map(CStr::as_ptr).collect();
+        environ(Some(&mut keep));
         pointers.extend(added.iter().map(|c| c.as_ptr()));
         let mut pid_slots = Vec::new();
         for key in &self.own_pid_vars {
@@ -285,7 +296,8 @@ impl<'a> Spawn<'a> {
         Ok(Environment {
             _added: added,
             pid_slots,
-            pointers,
+            envp: pointers.as_ptr(),
+            _pointers: pointers,
         })
     }
 
@@ -362,41 +374,38 @@ fn cstr(s: &OsStr, what: &str) -> Result<CString, Error> {
     })
 }
 
-/// The C library's environment (`environ(7)`), entry by entry.
-fn environ() -> impl Iterator<Item = &'static CStr> {
+/// The C library's environment (`environ(7)`): the array `execve` takes,
+/// and each of its entries given to `each` where there is one.
+fn environ(mut each: Option<&mut dyn FnMut(&'static CStr)>) -> *const *const c_char {
     extern "C" {
         static environ: *const *const c_char;
     }
-    let mut at: *const *const c_char = std::ptr::null();
-    std::iter::from_fn(move || {
-        // SAFETY: `environ` is null or a null-terminated array of
-        // NUL-terminated strings, and `at` walks it no further than its
-        // null. The tools change no variable (one thread, no setenv), so
-        // the array and its strings stay where and as they are for the
-        // life of the process: through COMMAND's execve, which reads them
-        // (in the tool's memory, or in the child's copy of it).
-        unsafe {
-            if at.is_null() {
-                at = environ;
-            }
-            if at.is_null() || (*at).is_null() {
-                return None;
-            }
-            let entry = CStr::from_ptr(*at);
+    // SAFETY: `environ` is null or a null-terminated array of
+    // NUL-terminated strings, walked no further than its null. The tools
+    // change no variable (one thread, no setenv), so the array and its
+    // strings stay where and as they are for the life of the process:
+    // through COMMAND's execve, which reads them (in the tool's memory, or
+    // in the child's copy of it).
+    unsafe {
+        let array = environ;
+        let mut at = array;
+        while let Some(each) = each.as_mut().filter(|_| !at.is_null() && !(*at).is_null()) {
+            each(CStr::from_ptr(*at));
             at = at.add(1);
-            Some(entry)
         }
-    })
+        array
+    }
 }
 
-/// COMMAND's own environment: the pointers `execve` gets, and the strings
-/// made for it that they point into (the others are the tool's own).
+/// COMMAND's environment: the array `execve` gets (the tool's own where
+/// nothing changes), and what it points into besides the tool's entries.
 struct Environment {
     _added: Vec<CString>,
     /// Entries to be completed with COMMAND's pid: the buffer, and where
     /// its digits go.
     pid_slots: Vec<(Box<[Cell<u8>]>, usize)>,
-    pointers: Vec<*const c_char>,
+    _pointers: Vec<*const c_char>,
+    envp: *const *const c_char,
 }
 
 impl Environment {
@@ -496,7 +505,7 @@ impl Image {
             // environment null-terminated arrays of them (a
             // `Cell<*const c_char>` has the layout of `*const c_char`), all
             // held by `self` through the call.
-            unsafe { libc::execve(path, argv, self.env.pointers.as_ptr()) };
+            unsafe { libc::execve(path, argv, self.env.envp) };
             io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(libc::ENOENT)
