@@ -150,7 +150,8 @@ impl<'a> Spawn<'a> {
         output: [Option<BorrowedFd<'_>>; 2],
     ) -> Result<Child, Error> {
         let image = self.image()?;
-        let arena = Arena::new().map_err(|e| Error::sys("start a process", e))?;
+        let arena =
+            Arena::new(self.cgroup.is_some()).map_err(|e| Error::sys("start a process", e))?;
         let mut job = ChildJob {
             image: &image,
             restorer: startup.restorer(),
@@ -593,29 +594,31 @@ const CHILD_STACK: usize = 64 * 1024;
 /// page size, so aligned for it).
 const TOP: usize = GUARD + CHILD_STACK;
 
-/// A spawn's own memory, one anonymous mapping shared with the child
-/// whichever way it is made: the guard, the child's stack (under
-/// `CLONE_VM`), and the child's [`Failure`] (shared, so a child on a copy
-/// of the tool's memory writes it where the tool reads it).
+/// A spawn's own memory, one anonymous mapping the child sees whichever way
+/// it is made: the guard, the child's stack (under `CLONE_VM`), and the
+/// child's [`Failure`]. Private where the child shares all of the tool's
+/// memory (`CLONE_VM`); `MAP_SHARED` where clone3 may give it a copy, so
+/// that it writes its Failure where the tool reads it. (Not shared always:
+/// a shared mapping, shmem's, cost each start some 15 to 40 us more.)
 struct Arena {
     base: *mut c_void,
 }
 
 impl Arena {
-    fn new() -> io::Result<Arena> {
+    fn new(shared: bool) -> io::Result<Arena> {
         use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
         let len = TOP + std::mem::size_of::<Failure>();
+        let kind = if shared {
+            MapFlags::SHARED
+        } else {
+            MapFlags::PRIVATE
+        };
         // SAFETY: a new mapping, nobody else's: its lowest GUARD bytes made
         // inaccessible, a Failure written at TOP before anything reads it;
         // unmapped again if the guard cannot be made.
         unsafe {
             let rw = ProtFlags::READ | ProtFlags::WRITE;
-            let base = mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                rw,
-                MapFlags::SHARED | MapFlags::STACK,
-            )?;
+            let base = mmap_anonymous(std::ptr::null_mut(), len, rw, kind | MapFlags::STACK)?;
             if let Err(e) = mprotect(base, GUARD, MprotectFlags::empty()) {
                 let _ = munmap(base, len);
                 return Err(e.into());
