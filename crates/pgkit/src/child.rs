@@ -8,6 +8,9 @@
 //! with `waitid(WNOWAIT)`, which reads the status and leaves the zombie.
 
 use crate::pidfd;
+/// Whether a failed signal was refused: with the pidfd calls, where it is
+/// decided (so that `pidfd` need not import this module).
+pub use crate::pidfd::refusal;
 use crate::signal::Signal;
 use rustix::process::{Pid, WaitId, WaitIdOptions, WaitIdStatus};
 use std::io;
@@ -78,13 +81,6 @@ pub(crate) fn waitid(pid: Pid, options: WaitIdOptions) -> io::Result<Option<Wait
             r => return Ok(r?),
         }
     }
-}
-
-/// Whether a failed signal was refused (a seccomp profile's EPERM or
-/// ENOSYS, EINVAL), not "no such process": the signal was not delivered
-/// though its target is there.
-pub fn refusal(e: &io::Error) -> bool {
-    e.raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Whether a `waitid` result is a stop or continue (not an exit).
@@ -210,7 +206,7 @@ impl Child {
             self.pid(),
             crate::error::describe(e)
         );
-        crate::exit::exit_code(crate::error::TOOL_FAILED)
+        std::process::exit(crate::error::TOOL_FAILED)
     }
 
     /// `kill(-pgid)` refused (a seccomp profile's EPERM or ENOSYS): the

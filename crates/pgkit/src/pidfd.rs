@@ -45,6 +45,13 @@ pub fn send(fd: BorrowedFd<'_>, sig: Signal) -> io::Result<()> {
     crate::sigraw::int_call(crate::sigraw::IntCall::PidfdSend(fd.as_raw_fd(), sig)).map(drop)
 }
 
+/// Whether a failed signal was refused (a seccomp profile's EPERM or
+/// ENOSYS, EINVAL), not "no such process": the signal was not delivered
+/// though its target is there.
+pub fn refusal(e: &io::Error) -> bool {
+    e.raw_os_error() != Some(libc::ESRCH)
+}
+
 /// Signal the process `fd` names, or `pid` with `kill(2)` where there is no
 /// pidfd or the call is refused. Only for a `pid` that cannot have been
 /// reused meanwhile (the caller's unreaped child, or a process just checked
@@ -53,9 +60,7 @@ pub fn send_or_kill(fd: Option<BorrowedFd<'_>>, pid: Pid, sig: Signal) -> io::Re
     match fd.map(|fd| send(fd, sig)) {
         // Refused (ENOSYS, EPERM, or a filter's EINVAL): kill. ESRCH is
         // the process's end, which kill would only repeat.
-        Some(Err(e)) if crate::child::refusal(&e) => {
-            crate::signal::kill(pid.as_raw_nonzero().get(), sig)
-        }
+        Some(Err(e)) if refusal(&e) => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
         Some(r) => r,
         None => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
     }
