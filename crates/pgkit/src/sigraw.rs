@@ -22,6 +22,7 @@ use crate::signal::{SigSet, Signal};
 use linux_raw_sys::general::{__kernel_sighandler_t, kernel_sigaction, kernel_sigset_t};
 use linux_raw_sys::signal_macros::{sig_ign, SIG_DFL};
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 // The layouts below are the kernel's own (linux-raw-sys, generated from the
 // kernel's headers for each architecture). The architectures the suite is
@@ -211,40 +212,37 @@ pub fn children_auto_reaped() -> bool {
     }
 }
 
-/// `signalfd4(2)` on `fd` (-1: a new descriptor) for `set`, non-blocking
-/// and close-on-exec: the descriptor, or the error.
-fn signalfd4(fd: i32, set: SigSet) -> io::Result<i32> {
+/// `signalfd4(2)` for `set`, non-blocking and close-on-exec: on `fd`,
+/// re-aimed (`None` back), or on a new descriptor (given back).
+fn signalfd4(fd: Option<BorrowedFd<'_>>, set: SigSet) -> io::Result<Option<OwnedFd>> {
     let bits = kset(set.bits());
     // SAFETY: signalfd4 reads KSET bytes from `bits`, the kernel's own set
-    // type; `fd` is -1 or a live signalfd, which it only re-aims.
-    let fd = unsafe {
-        libc::syscall(
+    // type; a live signalfd it only re-aims, and on -1 it makes a new
+    // descriptor, which nothing else owns.
+    unsafe {
+        let r = libc::syscall(
             libc::SYS_signalfd4,
-            fd,
+            fd.map_or(-1, |fd| fd.as_raw_fd()),
             &bits as *const KSet,
             KSET,
             libc::SFD_NONBLOCK | libc::SFD_CLOEXEC,
-        )
-    } as i32;
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
+        );
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd.is_none().then(|| OwnedFd::from_raw_fd(r as i32)))
     }
-    Ok(fd)
 }
 
 /// A new `signalfd` for `set`, non-blocking and close-on-exec.
-pub fn signalfd(set: SigSet) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let fd = signalfd4(-1, set)?;
-    // SAFETY: a new descriptor that nothing else owns.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+pub fn signalfd(set: SigSet) -> io::Result<OwnedFd> {
+    signalfd4(None, set)?.ok_or_else(|| io::ErrorKind::Other.into())
 }
 
 /// Change the set of an existing `signalfd`: what it no longer watches
 /// stays pending, blocked, until it watches it again.
-pub fn signalfd_set(fd: std::os::fd::BorrowedFd<'_>, set: SigSet) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    signalfd4(fd.as_raw_fd(), set).map(drop)
+pub fn signalfd_set(fd: BorrowedFd<'_>, set: SigSet) -> io::Result<()> {
+    signalfd4(Some(fd), set).map(drop)
 }
 
 /// A system call made with integers only ([`int_call`]).
@@ -253,13 +251,20 @@ pub enum IntCall {
     /// `kill(pid, sig)`.
     Kill(i32, Signal),
     /// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
-    PidfdSend(std::os::fd::RawFd, Signal),
+    PidfdSend(RawFd, Signal),
     /// `prctl(PR_SET_PDEATHSIG, sig)`.
     ParentDeathSignal(Signal),
     /// `getsid(0)`: this process's session.
     OwnSession,
     /// `getpgid(0)`: this process's group, as `getpgrp()`.
     OwnGroup,
+    /// `fcntl(fd, F_DUPFD_CLOEXEC, lowest)`: a close-on-exec copy of a
+    /// descriptor that is not the tool's (a caller's), for `OwnedFd`.
+    DupCloexec(RawFd, RawFd),
+    /// `fcntl(fd, F_GETFD)`.
+    FdFlags(RawFd),
+    /// `fcntl(fd, F_SETFD, flags)`.
+    SetFdFlags(RawFd, i32),
 }
 
 /// Make `call`: its result, or the error.
@@ -277,11 +282,21 @@ pub fn int_call(call: IntCall) -> io::Result<i32> {
         ),
         IntCall::OwnSession => (libc::SYS_getsid, [0; 4]),
         IntCall::OwnGroup => (libc::SYS_getpgid, [0; 4]),
+        IntCall::DupCloexec(fd, lowest) => (
+            libc::SYS_fcntl,
+            [fd.into(), libc::F_DUPFD_CLOEXEC.into(), lowest.into(), 0],
+        ),
+        IntCall::FdFlags(fd) => (libc::SYS_fcntl, [fd.into(), libc::F_GETFD.into(), 0, 0]),
+        IntCall::SetFdFlags(fd, flags) => (
+            libc::SYS_fcntl,
+            [fd.into(), libc::F_SETFD.into(), flags.into(), 0],
+        ),
     };
     // SAFETY: each call above takes integers only (a 0 where a pointer is
     // optional), reads and writes no memory of the process, and changes
     // nothing Rust relies on: it sends a signal, arms the parent-death
-    // signal, or reads an id. A descriptor that is not open only fails.
+    // signal, reads an id, or copies a descriptor or reads or sets its
+    // close-on-exec flag. A descriptor that is not open only fails.
     // Async-signal-safe, so sound in a vfork child too.
     let r = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3]) };
     if r < 0 {
@@ -455,6 +470,28 @@ mod tests {
         assert!(now.contains(s32) && now.contains(s33));
         set_mask(before);
         assert_eq!(mask(), before);
+    }
+
+    #[test]
+    fn the_integer_calls_answer_as_rustix_and_the_kernel_do() {
+        assert_eq!(
+            int_call(IntCall::OwnGroup).unwrap(),
+            rustix::process::getpgrp().as_raw_pid()
+        );
+        assert_eq!(
+            int_call(IntCall::OwnSession).unwrap(),
+            rustix::process::getsid(None).unwrap().as_raw_pid()
+        );
+        let (r, _w) = rustix::pipe::pipe().unwrap();
+        let fd = r.as_raw_fd();
+        int_call(IntCall::SetFdFlags(fd, libc::FD_CLOEXEC)).unwrap();
+        assert_eq!(int_call(IntCall::FdFlags(fd)).unwrap(), libc::FD_CLOEXEC);
+        int_call(IntCall::SetFdFlags(fd, 0)).unwrap();
+        assert_eq!(int_call(IntCall::FdFlags(fd)).unwrap(), 0);
+        let closed = int_call(IntCall::DupCloexec(-1, 3)).unwrap_err();
+        assert_eq!(closed.raw_os_error(), Some(libc::EBADF));
+        let e = int_call(IntCall::Kill(i32::MAX, Signal::TERM)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ESRCH));
     }
 
     #[test]
