@@ -269,8 +269,7 @@ pub enum IntCall {
 
 /// Make `call`: its result, or the error.
 pub fn int_call(call: IntCall) -> io::Result<i32> {
-    use libc::c_long;
-    let (nr, args): (c_long, [c_long; 4]) = match call {
+    let (nr, args): (libc::c_long, [libc::c_long; 4]) = match call {
         IntCall::Kill(pid, sig) => (libc::SYS_kill, [pid.into(), sig.raw().into(), 0, 0]),
         IntCall::PidfdSend(fd, sig) => (
             libc::SYS_pidfd_send_signal,
