@@ -10,21 +10,18 @@
 //! there only; a socket with `MSG_DONTWAIT` on each send; a regular file,
 //! which never blocks a write, as it is). A line that cannot be written
 //! whole (a full pipe, a reader gone) is counted and dropped, and the count
-//! is said once on stderr. Lines
-//! are formatted into a fixed buffer on the stack: nothing is allocated on
-//! the signal path.
+//! is said once on stderr.
 
 use crate::error::{describe, Error};
 use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
-use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// The schema's version, in every line (`"v":1`).
 pub const VERSION: u32 = 1;
 
-/// The longest line; a longer one is cut at a field boundary it cannot
-/// reach and counted as dropped (no event the tools write comes near it).
+/// The longest line; a longer one is counted as dropped (no event the
+/// tools write comes near it).
 const LINE: usize = 1024;
 
 /// Where the events go.
@@ -51,11 +48,10 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
             .map_err(|_| Error::usage(format!("invalid descriptor '{target}' for {opt}")))?;
         return private(n, opt);
     } else {
-        use std::os::unix::fs::OpenOptionsExt;
+        // Close-on-exec, as std opens every file.
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .custom_flags(libc::O_CLOEXEC)
             .open(target)
             .map_err(|e| {
                 Error::usage(format!(
@@ -104,17 +100,17 @@ fn nonblocking_if_it_may_block(fd: OwnedFd) -> Result<OwnedFd, Error> {
 /// writes to it fail with EAGAIN).
 fn private(n: RawFd, opt: &str) -> Result<EventLog, Error> {
     use rustix::fs::{FileType, Mode, OFlags};
-    // SAFETY: fcntl on an integer; an invalid descriptor gives EBADF.
-    let dup = unsafe { libc::fcntl(n, libc::F_DUPFD_CLOEXEC, 3) };
-    if dup < 0 {
-        let e = io::Error::last_os_error();
-        return Err(Error::usage(format!(
+    // SAFETY: `n` is borrowed for this one call only, which reads no
+    // memory through it; a number that is not an open descriptor gives
+    // EBADF.
+    let caller = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
+    let fd = rustix::io::fcntl_dupfd_cloexec(caller, 3).map_err(|e| {
+        Error::usage(format!(
             "descriptor {n} for {opt} is not open ({}): open it in the caller, e.g. {opt} 3 3>events.jsonl",
-            describe(&e)
-        )));
-    }
-    // SAFETY: a new descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(dup) };
+            describe(&e.into())
+        ))
+    })?;
+    let dup = fd.as_raw_fd();
     let kind = rustix::fs::fstat(&fd)
         .map(|st| FileType::from_raw_mode(st.st_mode))
         .map_err(|e| Error::sys(&format!("inspect descriptor {n} for {opt}"), e.into()))?;
@@ -158,55 +154,18 @@ pub enum Value<'a> {
     Bool(bool),
 }
 
-/// A line being built in a fixed buffer.
-struct Line {
-    buf: [u8; LINE],
-    len: usize,
-    overflow: bool,
-}
-
-impl Line {
-    /// `value` as it displays, in a line's buffer on the stack (a
-    /// signal's name, for the events that carry it).
-    fn of(value: impl std::fmt::Display) -> Line {
-        let mut line = Line {
-            buf: [0; LINE],
-            len: 0,
-            overflow: false,
-        };
-        let _ = write!(line, "{value}");
-        line
-    }
-
-    fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
-    }
-}
-
-impl std::fmt::Write for Line {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            self.overflow = true;
-            return Err(std::fmt::Error);
-        }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
-/// `s` as a JSON string body (quotes added by the caller).
-fn escaped(out: &mut Line, s: &str) -> std::fmt::Result {
+/// `s` as a JSON string, quotes included.
+fn quoted(out: &mut String, s: &str) {
+    out.push('"');
     for c in s.chars() {
         match c {
-            '"' => out.write_str("\\\"")?,
-            '\\' => out.write_str("\\\\")?,
-            c if (c as u32) < 0x20 => write!(out, "\\u{:04x}", c as u32)?,
-            c => out.write_char(c)?,
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => drop(write!(out, "\\u{:04x}", c as u32)),
+            c => out.push(c),
         }
     }
-    Ok(())
+    out.push('"');
 }
 
 fn monotonic_ns() -> i64 {
@@ -214,38 +173,24 @@ fn monotonic_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// Format one event line: the common fields, then `fields` in order.
-fn format(event: &str, fields: &[(&str, Value<'_>)]) -> Option<Line> {
-    let mut line = Line {
-        buf: [0; LINE],
-        len: 0,
-        overflow: false,
-    };
-    let ok = (|| -> std::fmt::Result {
-        write!(
-            line,
-            "{{\"v\":{VERSION},\"t\":{},\"tool\":\"{}\",\"pid\":{},\"event\":\"",
-            monotonic_ns(),
-            crate::log::tool(),
-            std::process::id()
-        )?;
-        escaped(&mut line, event)?;
-        line.write_str("\"")?;
-        for (key, value) in fields {
-            write!(line, ",\"{key}\":")?;
-            match value {
-                Value::Int(n) => write!(line, "{n}")?,
-                Value::Bool(b) => write!(line, "{b}")?,
-                Value::Str(s) => {
-                    line.write_str("\"")?;
-                    escaped(&mut line, s)?;
-                    line.write_str("\"")?;
-                }
-            }
+/// Format one event line: the common fields, then `fields` in order;
+/// `None` for a line longer than [`LINE`].
+fn format(event: &str, fields: &[(&str, Value<'_>)]) -> Option<String> {
+    let mut line = String::with_capacity(256);
+    let (tool, pid) = (crate::log::tool(), std::process::id());
+    let _ = write!(line, "{{\"v\":{VERSION},\"t\":{},", monotonic_ns());
+    let _ = write!(line, "\"tool\":\"{tool}\",\"pid\":{pid},\"event\":");
+    quoted(&mut line, event);
+    for (key, value) in fields {
+        let _ = write!(line, ",\"{key}\":");
+        match value {
+            Value::Int(n) => drop(write!(line, "{n}")),
+            Value::Bool(b) => drop(write!(line, "{b}")),
+            Value::Str(s) => quoted(&mut line, s),
         }
-        line.write_str("}\n")
-    })();
-    (ok.is_ok() && !line.overflow).then_some(line)
+    }
+    line.push_str("}\n");
+    (line.len() <= LINE).then_some(line)
 }
 
 /// Write one event, if a log is open: one `write(2)`, never waited on.
@@ -256,14 +201,14 @@ pub fn emit(event: &str, fields: &[(&str, Value<'_>)]) {
             return;
         };
         let written = format(event, fields).is_some_and(|line| {
-            let bytes = &line.buf[..line.len];
+            let bytes = line.as_bytes();
             let sent = if log.socket {
                 use rustix::net::SendFlags;
                 rustix::net::send(&log.fd, bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
             } else {
                 rustix::io::write(&log.fd, bytes)
             };
-            sent.is_ok_and(|n| n == line.len)
+            sent.is_ok_and(|n| n == line.len())
         });
         if !written {
             log.dropped.set(log.dropped.get() + 1);
@@ -290,20 +235,15 @@ pub fn started(pid: i32, pgid: i32, sid: i32) {
         return;
     }
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
-    let mut wall = Line {
-        buf: [0; LINE],
-        len: 0,
-        overflow: false,
-    };
+    let mut wall = String::new();
     let _ = rfc3339(&mut wall, ts.tv_sec, ts.tv_nsec);
-    let wall = std::str::from_utf8(&wall.buf[..wall.len]).unwrap_or("");
     emit(
         "started",
         &[
             ("child", Value::Int(pid.into())),
             ("pgid", Value::Int(pgid.into())),
             ("sid", Value::Int(sid.into())),
-            ("wall", Value::Str(wall)),
+            ("wall", Value::Str(&wall)),
         ],
     );
 }
@@ -338,27 +278,17 @@ pub fn signal(sig: crate::Signal, from: i32, action: &str, out: Option<crate::Si
     if !enabled() {
         return;
     }
-    let name = Line::of(sig);
-    let name = name.as_str();
+    let name = sig.to_string();
     let mapped = out.filter(|&o| o != sig);
-    let mut as_name = Line {
-        buf: [0; LINE],
-        len: 0,
-        overflow: false,
-    };
-    if let Some(o) = mapped {
-        let _ = write!(as_name, "{o}");
-    }
-    let as_name = std::str::from_utf8(&as_name.buf[..as_name.len]).unwrap_or("");
+    let as_name = mapped.map(|o| o.to_string()).unwrap_or_default();
     let fields = [
         ("signal", Value::Int(sig.raw().into())),
-        ("name", Value::Str(name)),
+        ("name", Value::Str(&name)),
         ("from", Value::Int(from.into())),
         ("action", Value::Str(action)),
         ("as", Value::Int(mapped.map_or(0, |o| o.raw().into()))),
-        ("as_name", Value::Str(as_name)),
+        ("as_name", Value::Str(&as_name)),
     ];
-    // No allocation: the optional fields are a slice away.
     emit("signal", &fields[..if mapped.is_some() { 6 } else { 4 }]);
 }
 
@@ -381,11 +311,10 @@ pub fn sent(kind: &str, sig: crate::Signal, target: &str, group: i32, grace_ms: 
     if !enabled() {
         return;
     }
-    let name = Line::of(sig);
-    let name = name.as_str();
+    let name = sig.to_string();
     let fields = [
         ("signal", Value::Int(sig.raw().into())),
-        ("name", Value::Str(name)),
+        ("name", Value::Str(&name)),
         ("target", Value::Str(target)),
         ("grace_ms", Value::Int(grace_ms)),
         ("group", Value::Int(group.into())),
@@ -433,6 +362,16 @@ pub fn exit(status: i32, cause: &str) {
     exit_with(status, cause, false, &[]);
 }
 
+/// `exit` with COMMAND's `status` as the tool's own (cause `exit` or
+/// `signal`).
+pub fn exit_as(status: crate::Status) {
+    let cause = match status {
+        crate::Status::Exited(_) => "exit",
+        crate::Status::Signaled(_) => "signal",
+    };
+    exit(status.shell_code(), cause);
+}
+
 /// [`exit`] with more counts (reap's `--cgroup`: the job's CPU time and
 /// memory peak; how long after the stop request the process the supervisor
 /// started was killed), a count without a value left out; `killed`: that
@@ -471,7 +410,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let text = std::str::from_utf8(&line.buf[..line.len]).unwrap();
+        let text = line.as_str();
         assert!(text.starts_with("{\"v\":1,\"t\":"), "{text}");
         assert!(text.contains("\"event\":\"signal\",\"signal\":15,\"name\":\"TERM\""));
         assert!(
