@@ -250,15 +250,7 @@ impl Cgroup {
         let dir = rustix::fs::open(&path, flags, Mode::empty()).map_err(|e| fail("", e))?;
         // A child of a threaded cgroup is "domain invalid": it cannot
         // take a process.
-        let kind = rustix::fs::openat(
-            &dir,
-            "cgroup.type",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()
-        .and_then(|fd| read_all(fd.as_fd()).ok())
-        .unwrap_or_default();
+        let kind = read_at(&dir, "cgroup.type").unwrap_or_default();
         let kind = String::from_utf8_lossy(&kind).trim().to_string();
         if !kind.is_empty() && kind != "domain" {
             return Err(refuse(format!(
@@ -266,20 +258,10 @@ impl Cgroup {
                  (cgroup v2's \"no internal processes\" rule; run reap in a domain cgroup of its own)"
             )));
         }
-        let procs = rustix::fs::openat(
-            &dir,
-            "cgroup.procs",
-            OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| fail("cgroup.procs", e))?;
-        let events = rustix::fs::openat(
-            &dir,
-            "cgroup.events",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| fail("cgroup.events", e))?;
+        let procs =
+            at(&dir, "cgroup.procs", OFlags::WRONLY).map_err(|e| fail("cgroup.procs", e))?;
+        let events =
+            at(&dir, "cgroup.events", OFlags::RDONLY).map_err(|e| fail("cgroup.events", e))?;
         let has_kill =
             rustix::fs::accessat(&dir, "cgroup.kill", Access::WRITE_OK, AtFlags::empty()).is_ok();
         Ok(Cgroup {
@@ -324,15 +306,7 @@ impl Cgroup {
 
     /// The pids in `cgroup.procs` now (none if it cannot be read).
     pub fn members(&self) -> Vec<i32> {
-        let Ok(fd) = rustix::fs::openat(
-            &self.dir,
-            "cgroup.procs",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
-            return Vec::new();
-        };
-        let text = read_all(fd.as_fd()).unwrap_or_default();
+        let text = read_at(&self.dir, "cgroup.procs").unwrap_or_default();
         text.split(|&b| b == b'\n')
             .filter_map(|l| std::str::from_utf8(l).ok()?.parse().ok())
             .collect()
@@ -426,29 +400,14 @@ impl Cgroup {
     }
 
     fn write(&self, file: &str, what: &[u8]) -> io::Result<()> {
-        let fd = rustix::fs::openat(
-            &self.dir,
-            file,
-            OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(errno)?;
+        let fd = at(&self.dir, file, OFlags::WRONLY).map_err(errno)?;
         rustix::io::write(&fd, what).map_err(errno)?;
         Ok(())
     }
 
     /// What the job used (cpu.stat, memory.peak).
     pub fn usage(&self) -> Usage {
-        let read = |file: &str| {
-            rustix::fs::openat(
-                &self.dir,
-                file,
-                OFlags::RDONLY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .ok()
-            .and_then(|fd| read_all(fd.as_fd()).ok())
-        };
+        let read = |file: &str| read_at(&self.dir, file);
         let mut usage = Usage::default();
         if let Some(text) = read("cpu.stat") {
             for line in text.split(|&b| b == b'\n') {
@@ -504,16 +463,21 @@ impl Cgroup {
     }
 }
 
-/// A whole small file (a cgroup interface file).
-fn read_all(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+/// `name` in the cgroup's directory `dir`, opened close-on-exec.
+fn at(dir: &OwnedFd, name: &str, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(dir, name, flags | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// The interface file `name` in `dir`, read whole; `None` if it cannot be.
+fn read_at(dir: &OwnedFd, name: &str) -> Option<Vec<u8>> {
+    let fd = at(dir, name, OFlags::RDONLY).ok()?;
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        let n = rustix::io::read(fd, &mut buf).map_err(errno)?;
-        if n == 0 {
-            return Ok(out);
+        match rustix::io::read(&fd, &mut buf).ok()? {
+            0 => return Some(out),
+            n => out.extend_from_slice(&buf[..n]),
         }
-        out.extend_from_slice(&buf[..n]);
     }
 }
 

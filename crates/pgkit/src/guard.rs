@@ -41,6 +41,7 @@
 
 use crate::procfs::{self, Proc};
 use rustix::fs::{Mode, OFlags};
+use rustix::pipe::PipeFlags;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -77,8 +78,8 @@ fn link_of(fd: &OwnedFd) -> io::Result<String> {
 impl Marks {
     /// Two new marks.
     pub fn new() -> io::Result<Marks> {
-        let (back, _) = crate::fork::pipe()?;
-        let (cleanup, _) = crate::fork::pipe()?;
+        let pipe = || rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK);
+        let ((back, _), (cleanup, _)) = (pipe()?, pipe()?);
         Ok(Marks {
             back_link: link_of(&back)?,
             cleanup_link: link_of(&cleanup)?,

@@ -67,11 +67,9 @@ pub const VAR: &str = "NOTIFY_SOCKET";
 /// The tool's relay: its own socket, and the service manager's.
 pub struct Relay {
     own: UnixDatagram,
-    dir: PathBuf,
-    path: PathBuf,
+    /// Its socket file and directory.
+    files: Leftover,
     upstream: UnixDatagram,
-    /// Messages dropped, for `-v`.
-    pub dropped: u64,
     /// This copy removes the socket when dropped (see [`Relay::disown`]).
     owner: bool,
 }
@@ -126,14 +124,8 @@ fn address(value: &OsStr) -> Option<SocketAddr> {
 }
 
 impl Relay {
-    /// The relay for `NOTIFY_SOCKET`, if it is set. `Err` (the warning's
-    /// text) when it is set but malformed or unreachable: COMMAND then
-    /// runs with it unset.
-    pub fn from_env() -> Option<Result<Relay, String>> {
-        let value = std::env::var_os(VAR)?;
-        Some(Relay::to(&value))
-    }
-
+    /// The relay for `NOTIFY_SOCKET`'s `value`. `Err` (the warning's text)
+    /// when it is malformed or unreachable: COMMAND then runs with it unset.
     fn to(value: &OsStr) -> Result<Relay, String> {
         let shown = value.to_string_lossy();
         let addr = address(value).ok_or_else(|| {
@@ -173,17 +165,15 @@ impl Relay {
         let (own, path) = own;
         Ok(Relay {
             own,
-            dir,
-            path,
+            files: Leftover { path, dir },
             upstream,
-            dropped: 0,
             owner: true,
         })
     }
 
     /// COMMAND's `NOTIFY_SOCKET`.
     pub fn socket_path(&self) -> OsString {
-        self.path.clone().into_os_string()
+        self.files.path.clone().into_os_string()
     }
 
     /// Close this copy of the relay's sockets without removing the socket
@@ -193,10 +183,7 @@ impl Relay {
     /// one that disowned it removes it ([`Leftover::remove`]).
     pub fn disown(mut self) -> Leftover {
         self.owner = false;
-        Leftover {
-            path: self.path.clone(),
-            dir: self.dir.clone(),
-        }
+        self.files.clone()
     }
 
     /// Send `text` (e.g. `STOPPING=1`) to the service manager ourselves.
@@ -260,7 +247,6 @@ impl Relay {
                 return;
             }
             Verdict::Drop(why) => {
-                self.dropped += 1;
                 crate::verbose!("notification dropped: {why}");
                 return;
             }
@@ -298,7 +284,6 @@ impl Relay {
             &mut control,
             SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
         ) {
-            self.dropped += 1;
             crate::verbose!("unable to relay a notification: {e}");
         }
     }
@@ -312,17 +297,15 @@ impl AsFd for Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        if !self.owner {
-            return;
+        if self.owner {
+            self.files.remove();
         }
-        let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
 /// The socket and directory of a relay another process keeps (reap's
 /// front), for the process that disowned its copy (reap's back).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Leftover {
     path: PathBuf,
     dir: PathBuf,
@@ -334,22 +317,17 @@ impl Leftover {
         let _ = std::fs::remove_file(&self.path);
         let _ = std::fs::remove_dir(&self.dir);
     }
-
-    /// COMMAND's `NOTIFY_SOCKET`.
-    pub fn socket_path(&self) -> OsString {
-        self.path.clone().into_os_string()
-    }
 }
 
 /// The relay for `NOTIFY_SOCKET`, if it is set and usable; when it is set
 /// but malformed or unreachable, one warning line, and `None` (COMMAND then
 /// runs with it unset: see [`Service`]).
 pub fn open() -> Option<Relay> {
-    match Relay::from_env()? {
+    match Relay::to(&std::env::var_os(VAR)?) {
         Ok(relay) => {
             crate::verbose!(
                 "relaying notifications from {} to {}",
-                relay.path.display(),
+                relay.files.path.display(),
                 std::env::var_os(VAR).unwrap_or_default().to_string_lossy()
             );
             Some(relay)
@@ -468,11 +446,6 @@ impl Service {
             listen,
             watchdog: names_me("WATCHDOG_PID"),
         }
-    }
-
-    /// Whether there is anything to do at all.
-    pub fn is_empty(&self) -> bool {
-        self.notify.is_none() && self.listen.is_none() && !self.watchdog
     }
 
     /// COMMAND's environment.
@@ -635,7 +608,7 @@ mod tests {
             None,
         );
         assert_eq!((s.notify.clone(), s.listen, s.watchdog), (None, None, true));
-        assert!(Service::of(7, vars(&[]), None).is_empty());
+        assert_eq!(Service::of(7, vars(&[]), None), Service::default());
     }
 
     #[test]
@@ -671,12 +644,14 @@ mod tests {
         let upstream = UnixDatagram::bind(&upstream_path).unwrap();
         let mut relay = Relay::to(upstream_path.as_os_str()).unwrap();
         let client = UnixDatagram::unbound().unwrap();
-        client.send_to(b"READY=1\nMAINPID=1", &relay.path).unwrap();
+        client
+            .send_to(b"READY=1\nMAINPID=1", &relay.files.path)
+            .unwrap();
         relay.relay();
         let mut buf = [0u8; 64];
         let n = upstream.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1\n");
-        let path = relay.path.clone();
+        let path = relay.files.path.clone();
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = |p: &std::path::Path| p.metadata().unwrap().permissions().mode() & 0o777;

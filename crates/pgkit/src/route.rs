@@ -58,11 +58,6 @@ impl Route {
             .or_else(|| self.forward.contains(sig).then_some(sig))
     }
 
-    /// The FROM of every map.
-    pub fn mapped_set(&self) -> SigSet {
-        self.mapped
-    }
-
     /// Every signal the tool must catch to route: the forwarded and the
     /// mapped ones.
     pub fn caught(&self) -> SigSet {

@@ -168,22 +168,6 @@ impl Signal {
         Ok(set)
     }
 
-    /// The default action of this signal terminates the process (with or
-    /// without a core dump).
-    pub fn terminates_by_default(self) -> bool {
-        !matches!(
-            self.0,
-            libc::SIGCHLD
-                | libc::SIGCONT
-                | libc::SIGSTOP
-                | libc::SIGTSTP
-                | libc::SIGTTIN
-                | libc::SIGTTOU
-                | libc::SIGURG
-                | libc::SIGWINCH
-        )
-    }
-
     /// A signal the kernel sends on a fault of the process itself.
     pub fn is_fault(self) -> bool {
         matches!(
@@ -260,10 +244,6 @@ impl SigSet {
 
     pub fn union(self, other: SigSet) -> SigSet {
         SigSet(self.0 | other.0)
-    }
-
-    pub fn intersect(self, other: SigSet) -> SigSet {
-        SigSet(self.0 & other.0)
     }
 
     pub fn minus(self, other: SigSet) -> SigSet {
@@ -438,7 +418,7 @@ mod tests {
             let s = Signal::parse(&n.to_string()).unwrap();
             assert_eq!(s.raw(), n);
             assert_eq!(s.to_string(), n.to_string());
-            assert!(s.terminates_by_default() && !s.is_fault());
+            assert!(!s.is_fault());
         }
     }
 
