@@ -348,7 +348,7 @@ impl Front {
             }
             self.flush();
             let full = !self.backlog.is_empty();
-            let mut fds = poll::Fds::new(self.signals.as_fd());
+            let mut fds = poll::Fds::default();
             if !full {
                 fds.push(self.signals.as_fd());
             }

@@ -112,44 +112,16 @@ pub fn wait_all(
     wait_any(readable, writable, priority, deadline, ready)
 }
 
-/// The descriptors a wait of the tools' own loops holds (theirs and the
-/// timer's) fit here, on the stack: the poll's array is neither allocated
-/// before the wait nor freed after it.
-const ON_STACK: usize = 8;
-
-/// The list of descriptors a loop hands to one wait, built on the stack:
-/// building it allocates nothing (past [`ON_STACK`] entries, which the
-/// tools' loops never reach, it spills into a vector).
-pub struct Fds<'a> {
-    on_stack: [BorrowedFd<'a>; ON_STACK],
-    len: usize,
-    spilled: Vec<BorrowedFd<'a>>,
-}
+/// The list of descriptors a loop hands to one wait: [`Fds::push`] gives
+/// each one's index, to find it among those [`wait_io`] reports ready.
+#[derive(Default)]
+pub struct Fds<'a>(Vec<BorrowedFd<'a>>);
 
 impl<'a> Fds<'a> {
-    /// An empty list; `filler` stands in the places not used (never
-    /// polled: the list is only as long as what was pushed).
-    pub fn new(filler: BorrowedFd<'a>) -> Fds<'a> {
-        Fds {
-            on_stack: [filler; ON_STACK],
-            len: 0,
-            spilled: Vec::new(),
-        }
-    }
-
     /// Add `fd`; its index in the list.
     pub fn push(&mut self, fd: BorrowedFd<'a>) -> usize {
-        let at = self.len;
-        if self.spilled.is_empty() && at < ON_STACK {
-            self.on_stack[at] = fd;
-        } else {
-            if self.spilled.is_empty() {
-                self.spilled.extend_from_slice(&self.on_stack[..at]);
-            }
-            self.spilled.push(fd);
-        }
-        self.len += 1;
-        at
+        self.0.push(fd);
+        self.0.len() - 1
     }
 }
 
@@ -157,11 +129,7 @@ impl<'a> std::ops::Deref for Fds<'a> {
     type Target = [BorrowedFd<'a>];
 
     fn deref(&self) -> &[BorrowedFd<'a>] {
-        if self.spilled.is_empty() {
-            &self.on_stack[..self.len]
-        } else {
-            &self.spilled
-        }
+        &self.0
     }
 }
 
@@ -187,23 +155,13 @@ fn wait_any(
     let fallback = if armed { None } else { deadline };
     let timer_fd = timer.as_ref().filter(|_| armed).map(|t| t.as_fd());
     let ours = readable.len() + writable.len() + priority.len();
-    let total = ours + usize::from(timer_fd.is_some());
-    // Entry i of the poll's array: ours in order, then the timer's.
-    let entry = |i: usize| -> Option<PollFd<'_>> {
-        let (fd, flags) = if i < readable.len() {
-            (readable[i], PollFlags::IN)
-        } else if i < readable.len() + writable.len() {
-            (writable[i - readable.len()], PollFlags::OUT)
-        } else if i < ours {
-            (
-                priority[i - readable.len() - writable.len()],
-                PollFlags::PRI,
-            )
-        } else {
-            (timer_fd?, PollFlags::IN)
-        };
-        Some(PollFd::from_borrowed_fd(fd, flags))
-    };
+    // Entries of the poll's array: ours in order, then the timer's.
+    let mut pfds: Vec<PollFd<'_>> = (readable.iter().map(|fd| (fd, PollFlags::IN)))
+        .chain(writable.iter().map(|fd| (fd, PollFlags::OUT)))
+        .chain(priority.iter().map(|fd| (fd, PollFlags::PRI)))
+        .map(|(fd, flags)| PollFd::from_borrowed_fd(*fd, flags))
+        .chain(timer_fd.map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN)))
+        .collect();
     let timeout = fallback.map(|d| {
         let left = d.saturating_duration_since(Instant::now());
         Timespec {
@@ -212,23 +170,8 @@ fn wait_any(
         }
     });
     // rustix's poll is ppoll with a null sigmask: the (fully blocked) mask
-    // stays as it is. Past the stack's entries (or with none), a vector.
-    let mut on_stack: [PollFd<'_>; ON_STACK];
-    let mut on_heap: Vec<PollFd<'_>>;
-    let pfds: &mut [PollFd<'_>] = match entry(0).filter(|_| total <= ON_STACK) {
-        Some(first) => {
-            // Entries past `total` repeat the first and are not polled.
-            on_stack = std::array::from_fn(|i| {
-                (entry(i).filter(|_| i < total)).unwrap_or_else(|| first.clone())
-            });
-            &mut on_stack[..total]
-        }
-        None => {
-            on_heap = (0..total).filter_map(entry).collect();
-            &mut on_heap
-        }
-    };
-    if let Err(e) = rustix::event::poll(pfds, timeout.as_ref()) {
+    // stays as it is.
+    if let Err(e) = rustix::event::poll(&mut pfds, timeout.as_ref()) {
         if e == rustix::io::Errno::INTR {
             return;
         }
