@@ -18,7 +18,7 @@
 
 use pgkit::descend::{self, Proc, Sent};
 use pgkit::guard::Spare;
-use pgkit::survivors::{self, Survivor};
+use pgkit::survivors;
 use pgkit::{verbose, Signal};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -50,20 +50,17 @@ impl Below {
         }
     }
 
-    /// Walk the tree and mark what an inner reap guards. `None` without a
-    /// usable `/proc`.
     /// What wakes graceful past its deadline: an inner reap's cleanup
     /// has ended (see pgkit's `guard`).
     pub fn news(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.spare.as_ref().and_then(Spare::news)
     }
 
+    /// Walk the tree and mark what an inner reap guards. `None` without a
+    /// usable `/proc`.
     pub fn walk(&mut self) -> Option<Walk> {
         let tree = descend::descendants()?;
-        let guarded = match self.spare.as_mut() {
-            Some(spare) => spare.guarded(&tree),
-            None => BTreeSet::new(),
-        };
+        let guarded = (self.spare.as_mut()).map_or_else(BTreeSet::new, |s| s.guarded(&tree));
         Some(Walk { tree, guarded })
     }
 
@@ -178,21 +175,4 @@ fn above_guarded(walk: &Walk) -> BTreeSet<i32> {
         }
     }
     above
-}
-
-/// The survivors of `walk` for the stop signal `sig` sent to COMMAND's
-/// group `group`, guarded processes left out (pgkit::survivors::below).
-/// One started after `sent_at` (boot ticks: the stop signal went out
-/// then) was not sent it, whatever its group: a member forked since.
-pub fn survivors(walk: &Walk, group: i32, sig: Signal, sent_at: Option<u64>) -> Vec<Survivor> {
-    let mut found = survivors::below(&walk.tree, group, false, sig, &walk.guarded);
-    if let Some(at) = sent_at {
-        for s in &mut found {
-            let start = walk.tree.iter().find(|p| p.pid == s.pid).map(|p| p.start);
-            if start.is_some_and(|start| start > at) {
-                s.sent = false;
-            }
-        }
-    }
-    found
 }

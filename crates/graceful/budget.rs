@@ -16,33 +16,10 @@ use std::ffi::OsStr;
 use std::time::Duration;
 
 /// The variable's name.
-pub const VAR: &str = "GRACEFUL_GRACE_MS";
+pub const VAR: &str = pgkit::duration::GRACE_VAR;
 
 /// Kept free below an outer grace; see the module's documentation.
 pub const MARGIN: Duration = Duration::from_millis(500);
-
-/// What graceful's own environment says about an outer budget.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Outer {
-    Absent,
-    /// Whole milliseconds.
-    Ms(u64),
-    /// Not a number of milliseconds: ignored (it is not our command line).
-    Invalid(String),
-}
-
-/// Read the variable's value (`None`: not set).
-pub fn outer(value: Option<&OsStr>) -> Outer {
-    let Some(value) = value else {
-        return Outer::Absent;
-    };
-    let text = value.to_string_lossy();
-    let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-    match text.parse::<u64>() {
-        Ok(ms) if digits => Outer::Ms(ms),
-        _ => Outer::Invalid(text.into_owned()),
-    }
-}
 
 /// `own` capped by an outer grace of `outer_ms`: at most `outer_ms - MARGIN`,
 /// and 0 when the outer grace is no larger than the margin.
@@ -59,36 +36,30 @@ pub fn cap(own: Timeout, outer_ms: u64) -> Timeout {
 /// the user `given` is announced even without `-v`: it changes what the
 /// user asked for; a default takes the budget silently.
 pub fn effective(own: Timeout, given: bool, env: Option<&OsStr>) -> Timeout {
-    match outer(env) {
-        Outer::Absent => own,
-        Outer::Invalid(text) => {
-            verbose!("ignoring {VAR}='{text}' from the environment: not a number of milliseconds");
-            own
-        }
-        Outer::Ms(ms) => {
-            let capped = cap(own, ms);
-            if capped == own {
-                return own;
-            }
-            if !given {
-                verbose!("default grace {own} takes the outer budget: {capped} ({VAR}={ms})");
-                return capped;
-            }
-            // Said even without -v: it changes what the user asked for.
-            pgkit::warn!(
-                "grace capped at {capped} by {VAR}={ms} (the outer grace less a {} margin; \
-                 --grace {own})",
-                Timeout::After(MARGIN)
-            );
-            capped
-        }
+    let Some(text) = env.map(OsStr::to_string_lossy) else {
+        return own;
+    };
+    // Whole milliseconds only (`parse` alone would take "+5").
+    let ms = text.parse::<u64>().ok();
+    let Some(ms) = ms.filter(|_| text.bytes().all(|b| b.is_ascii_digit())) else {
+        verbose!("ignoring {VAR}='{text}' from the environment: not a number of milliseconds");
+        return own;
+    };
+    let capped = cap(own, ms);
+    if capped == own {
+        return own;
     }
-}
-
-/// The value COMMAND gets: whole milliseconds, rounded down so the budget is
-/// never overstated; `None` for `inf` (the variable is then removed).
-pub fn export(grace: Timeout) -> Option<String> {
-    grace.duration().map(|d| d.as_millis().to_string())
+    if !given {
+        verbose!("default grace {own} takes the outer budget: {capped} ({VAR}={ms})");
+        return capped;
+    }
+    // Said even without -v: it changes what the user asked for.
+    pgkit::warn!(
+        "grace capped at {capped} by {VAR}={ms} (the outer grace less a {} margin; \
+         --grace {own})",
+        Timeout::After(MARGIN)
+    );
+    capped
 }
 
 #[cfg(test)]
@@ -102,9 +73,9 @@ mod tests {
 
     #[test]
     fn reads_whole_milliseconds_only() {
-        assert_eq!(outer(None), Outer::Absent);
-        assert_eq!(outer(Some(OsStr::new("2500"))), Outer::Ms(2500));
-        assert_eq!(outer(Some(OsStr::new("0"))), Outer::Ms(0));
+        let outer = |v: &str| effective(ms(10_000), true, Some(OsStr::new(v)));
+        assert_eq!(outer("2500"), ms(2_000));
+        assert_eq!(outer("0"), ms(0));
         for bad in [
             "",
             "abc",
@@ -116,17 +87,13 @@ mod tests {
             "10s",
             "99999999999999999999999",
         ] {
-            assert_eq!(
-                outer(Some(OsStr::new(bad))),
-                Outer::Invalid(bad.into()),
-                "{bad:?}"
-            );
+            assert_eq!(outer(bad), ms(10_000), "{bad:?}");
         }
         let not_utf8 = {
             use std::os::unix::ffi::OsStringExt;
             OsString::from_vec(vec![b'1', 0xff])
         };
-        assert!(matches!(outer(Some(&not_utf8)), Outer::Invalid(_)));
+        assert_eq!(effective(ms(10_000), true, Some(&not_utf8)), ms(10_000));
     }
 
     #[test]
@@ -155,16 +122,5 @@ mod tests {
             assert_eq!(effective(ms(10_000), given, outer), ms(3_500));
             assert_eq!(effective(Timeout::Never, given, None), Timeout::Never);
         }
-    }
-
-    #[test]
-    fn exported_value() {
-        assert_eq!(export(ms(2_500)).as_deref(), Some("2500"));
-        assert_eq!(export(ms(0)).as_deref(), Some("0"));
-        assert_eq!(
-            export(Timeout::After(Duration::from_micros(1_999))).as_deref(),
-            Some("1")
-        );
-        assert_eq!(export(Timeout::Never), None);
     }
 }

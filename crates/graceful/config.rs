@@ -100,14 +100,6 @@ impl Config {
     }
 }
 
-pub fn default_on() -> SigSet {
-    SigSet::stop_requests()
-}
-
-pub fn default_forward() -> SigSet {
-    SigSet::notices()
-}
-
 /// `-k`'s signal: a name only. `timeout -k 5` means "KILL 5 s later", so a
 /// bare number here (which would be signal 5, TRAP) is refused with a
 /// pointer to the option that means that.
@@ -129,8 +121,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut grace_given = false;
     let mut signal = None;
     let mut kill_signal = Signal::KILL;
-    let mut on = default_on();
-    let mut forward = default_forward();
+    let mut on = SigSet::stop_requests();
+    let mut forward = SigSet::notices();
     let mut pdeathsig = Some(Signal::KILL);
     let mut preserve_status = false;
     let mut foreground = false;
@@ -251,8 +243,8 @@ mod tests {
         assert_eq!(c.grace, Timeout::After(secs(10)));
         assert_eq!(c.signal, None);
         assert_eq!(c.kill_signal, Signal::KILL);
-        assert_eq!(c.on, default_on());
-        assert_eq!(c.forward, default_forward());
+        assert_eq!(c.on, SigSet::stop_requests());
+        assert_eq!(c.forward, SigSet::notices());
         assert_eq!(c.pdeathsig, Some(Signal::KILL));
         assert!(!c.preserve_status && !c.foreground && !c.verbose);
         assert_eq!(c.command, ["sleep", "1"]);

@@ -12,11 +12,10 @@ mod machine;
 mod supervise;
 
 use machine::Machine;
-use pgkit::sigfd::SignalFd;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
 use pgkit::tty::{self, JobControl};
-use pgkit::{cli, events, exit, log, notify, reap, verbose, Error, SigSet, Status};
+use pgkit::{cli, events, exit, log, notify, reap, verbose, Error, SigSet};
 use std::time::Instant;
 use supervise::Supervisor;
 
@@ -43,15 +42,9 @@ fn run() -> ! {
 
     let caught = SigSet::blockable().union(config.caught());
     startup::block(caught);
-    let signals =
-        SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
-    // Read once before COMMAND starts: a refused read (a seccomp profile)
-    // ends graceful here, with nothing started. What came already is acted
-    // on once COMMAND exists, first thing.
-    let mut received = Vec::with_capacity(16);
-    signals
-        .drain_into(&mut received)
-        .unwrap_or_else(|e| Error::sys("read its signalfd", e).exit());
+    // Read once before COMMAND starts (cli::open_signals); what came
+    // already is acted on once COMMAND exists, first thing.
+    let signals = cli::open_signals(caught).unwrap_or_else(|e| e.exit());
     // Members whose parent dies are re-parented to graceful: their exits
     // reach it as SIGCHLD, and it can reap them.
     reap::become_subreaper().unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
@@ -72,10 +65,7 @@ fn run() -> ! {
         .isolation(Isolation::Group)
         .pdeathsig(config.pdeathsig)
         .foreground(handed_over);
-    match budget::export(grace) {
-        Some(ms) => spawn.env(budget::VAR, ms),
-        None => spawn.env_remove(budget::VAR),
-    };
+    pgkit::duration::export_grace(&mut spawn, grace.duration());
     // What an inner reap guards is spared by the deadline (pgkit::guard).
     let spare = pgkit::guard::Spare::new();
     if let Some(spare) = &spare {
@@ -101,8 +91,7 @@ fn run() -> ! {
 
     let jobs = JobControl::new(handed_over, mode);
     let below = below::Below::new(spare);
-    let mut supervisor =
-        Supervisor::new(&config, child, machine, signals, jobs, relay, below).with_early(received);
+    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs, relay, below);
     let status = supervisor.run();
     let timed_out = supervisor.finish();
     if timed_out && !config.preserve_status {
@@ -110,12 +99,6 @@ fn run() -> ! {
         events::exit(124, "timeout");
         exit::exit_code(124)
     }
-    events::exit(
-        status.shell_code(),
-        match status {
-            Status::Exited(_) => "exit",
-            Status::Signaled(_) => "signal",
-        },
-    );
+    events::exit_as(status);
     exit::finish(status)
 }

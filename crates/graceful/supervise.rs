@@ -18,21 +18,18 @@ use pgkit::notify::{Extension, Relay};
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::{self, JobControl};
 use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
-use std::cell::Cell;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 pub struct Supervisor<'a> {
     /// The signals read last (kept from wake to wake; the first are those
-    /// read before COMMAND started).
+    /// read before COMMAND started, acted on first).
     received: Vec<Received>,
     config: &'a Config,
     child: Child,
     machine: Machine,
     signals: SignalFd,
     jobs: JobControl,
-    /// COMMAND is stopped (job control): a stop signal is followed by CONT.
-    stopped: bool,
     /// Once COMMAND has exited: a live member of its group, watched by pidfd.
     member: Option<group::Member>,
     /// Without a pidfd of that member (no pidfds here) and with another
@@ -47,9 +44,6 @@ pub struct Supervisor<'a> {
     relay: Option<Relay>,
     /// The unit's stop timeout, extended while graceful stops.
     extension: Extension,
-    /// The trigger whose `signal` event is written right after the stop
-    /// signal is sent (its write(2) is not on the signal's path).
-    trigger: Cell<Option<(Signal, i32)>>,
     /// Everything below graceful, which the kill signal reaches.
     below: Below,
     /// When the stop signal went out (boot ticks, procfs::uptime_ticks):
@@ -62,35 +56,27 @@ impl<'a> Supervisor<'a> {
         config: &'a Config,
         child: Child,
         machine: Machine,
-        signals: SignalFd,
+        (signals, early): (SignalFd, Vec<Received>),
         jobs: JobControl,
         relay: Option<Relay>,
         below: Below,
     ) -> Supervisor<'a> {
         Supervisor {
-            received: Vec::with_capacity(16),
+            received: early,
             config,
             child,
             machine,
             signals,
             jobs,
-            stopped: false,
             member: None,
             recheck: None,
             blind_warned: false,
             waiting_below: false,
             relay,
             extension: Extension::default(),
-            trigger: Cell::new(None),
             below,
             stop_sent_at: None,
         }
-    }
-
-    /// Signals read before COMMAND started, acted on first.
-    pub fn with_early(mut self, early: Vec<Received>) -> Supervisor<'a> {
-        self.received.extend(early);
-        self
     }
 
     /// Run the ladder until the group is gone; COMMAND's status.
@@ -175,11 +161,10 @@ impl<'a> Supervisor<'a> {
         }
         match self.child.poll_job() {
             Some(Job::Stopped(sig)) => {
-                self.stopped = true;
                 verbose!("COMMAND stopped by {sig}");
                 self.jobs.on_stop(&self.child, sig);
             }
-            Some(Job::Continued) => self.stopped = false,
+            Some(Job::Continued) => self.jobs.continued(),
             None => {}
         }
     }
@@ -202,8 +187,7 @@ impl<'a> Supervisor<'a> {
         // were re-parented to graceful): each exit of one arrives as
         // SIGCHLD; the deadline's timer wakes graceful in any case.
         if self.machine.killed() && descend::usable() {
-            if !self.waiting_below {
-                self.waiting_below = true;
+            if !std::mem::replace(&mut self.waiting_below, true) {
                 verbose!("waiting for every process below graceful to end");
             }
             return;
@@ -211,8 +195,7 @@ impl<'a> Supervisor<'a> {
         if self.machine.stop_signal().is_some() {
             match self.below.held_up(self.child.pid()) {
                 Some(true) => {
-                    if !self.waiting_below {
-                        self.waiting_below = true;
+                    if !std::mem::replace(&mut self.waiting_below, true) {
                         verbose!("waiting for what holds the stop up below graceful");
                     }
                     return;
@@ -268,8 +251,7 @@ impl<'a> Supervisor<'a> {
     fn watch_group_blind(&mut self, now: Instant) {
         let pgid = self.child.pid();
         if self.machine.grace_deadline().is_some() {
-            if !self.blind_warned {
-                self.blind_warned = true;
+            if !std::mem::replace(&mut self.blind_warned, true) {
                 pgkit::warn!(
                     "/proc is not usable ({}): cannot see what is left of group {pgid}; \
                      it gets {} at the end of the grace period",
@@ -306,14 +288,13 @@ impl<'a> Supervisor<'a> {
             return;
         }
         if self.config.on.contains(signal) {
-            self.trigger.set(Some((signal, from)));
+            events::signal(signal, from, "trigger", None);
             let actions = self.machine.on(Event::Trigger(signal), Instant::now());
             verbose!("received {signal} from pid {from}: stop trigger");
             if actions.is_empty() {
                 verbose!("the kill signal was already sent: nothing to add");
             }
             self.act(&actions);
-            self.log_trigger();
         } else if self.config.forward.contains(signal) {
             let sent = self.child.signal(Target::Group, signal);
             events::signal(signal, from, "forwarded", Some(signal));
@@ -341,7 +322,12 @@ impl<'a> Supervisor<'a> {
         let stop = self.machine.stop_signal().unwrap_or(Signal::TERM);
         let alive = self.child.exit_status().is_none();
         let found = match self.below.walk() {
-            Some(walk) => crate::below::survivors(&walk, pgid, stop, self.stop_sent_at),
+            // One started after the stop signal went out was not sent it.
+            Some(walk) => {
+                pgkit::survivors::below(&walk.tree, pgid, false, stop, &walk.guarded, |p| {
+                    (self.stop_sent_at.is_some_and(|at| p.start > at)).then_some(false)
+                })
+            }
             // Without /proc: COMMAND alone, if it still runs.
             None => alive
                 .then(|| pgkit::survivors::survivor(pgid, stop))
@@ -376,7 +362,6 @@ impl<'a> Supervisor<'a> {
             match action {
                 Action::SendGroup(sig) => {
                     let sent = self.child.signal(Target::Group, sig);
-                    self.log_trigger();
                     let kill = kill_at == Some(at);
                     let kind = if kill { "kill" } else { "stop" };
                     events::sent(kind, sig, "group", group, self.grace_ms());
@@ -399,7 +384,7 @@ impl<'a> Supervisor<'a> {
                     }
                 }
                 // A stopped process acts on nothing but KILL until continued.
-                Action::ContinueIfStopped if self.stopped => {
+                Action::ContinueIfStopped if self.jobs.is_stopped() => {
                     let _ = self.child.signal(Target::Group, Signal::CONT);
                     verbose!("COMMAND is stopped: sent CONT to group {group}");
                 }
@@ -418,13 +403,6 @@ impl<'a> Supervisor<'a> {
                         .map_or(pgkit::Timeout::Never, pgkit::Timeout::After)
                 ),
             }
-        }
-    }
-
-    /// The `signal` event of the trigger being acted on, if not written yet.
-    fn log_trigger(&self) {
-        if let Some((signal, from)) = self.trigger.take() {
-            events::signal(signal, from, "trigger", None);
         }
     }
 
@@ -450,15 +428,9 @@ impl<'a> Supervisor<'a> {
             if let Some(by) = by {
                 relay.extend(u64::try_from(by.as_millis()).unwrap_or(u64::MAX));
             }
-            recheck = match (recheck, again) {
-                (Some(r), Some(a)) => Some(r.min(a)),
-                (r, a) => r.or(a),
-            };
+            recheck = recheck.into_iter().chain(again).min();
         }
-        let due = match (self.machine.deadline(), recheck) {
-            (Some(d), Some(r)) => Some(d.min(r)),
-            (d, r) => d.or(r),
-        };
+        let due = recheck.into_iter().chain(self.machine.deadline()).min();
         let deadline = self.signals.wake_by(due, || now);
         let mut fds = vec![self.signals.as_fd()];
         if self.child.exit_status().is_none() {

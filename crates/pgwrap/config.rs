@@ -112,13 +112,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         }
     }
     let command = command.ok_or_else(cli::missing_command)?;
-    let named = map.iter().fold(
-        forward.unwrap_or(SigSet::EMPTY),
-        |mut set, &(from, _, _)| {
-            set.insert(from);
-            set
-        },
-    );
+    let mapped: Vec<Signal> = map.iter().map(|&(from, _, _)| from).collect();
+    let named = SigSet::of(&mapped).union(forward.unwrap_or(SigSet::EMPTY));
     let forward = forward.unwrap_or_else(SigSet::requests).minus(ignore);
     let forward = cli::catchable(forward, "--forward")?;
     let mut route = Route::new(forward, to);

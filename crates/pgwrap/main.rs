@@ -7,14 +7,11 @@ mod config;
 
 use config::Config;
 use pgkit::child::Job;
-use pgkit::sigfd::{Received, SignalFd};
+use pgkit::sigfd::Received;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
 use pgkit::tty::{self, JobControl};
-use pgkit::{
-    cli, events, exit, log, notify, poll, reap, verbose, Child, Error, SigSet, Signal, Status,
-    Target,
-};
+use pgkit::{cli, events, exit, log, notify, poll, reap, verbose, Child, SigSet, Signal, Target};
 use std::os::fd::AsFd;
 
 pgkit::main!(run);
@@ -34,15 +31,9 @@ fn run() -> ! {
 
     let caught = SigSet::blockable().union(config.route.caught());
     startup::block(caught);
-    let signals =
-        SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
-    // Read once before COMMAND starts: a refused read (a seccomp profile)
-    // ends pgwrap here, with nothing started. What came already is passed
-    // on once COMMAND exists, first thing.
-    let mut received = Vec::with_capacity(16);
-    signals
-        .drain_into(&mut received)
-        .unwrap_or_else(|e| Error::sys("read its signalfd", e).exit());
+    // Read once before COMMAND starts (cli::open_signals); what came
+    // already is passed on once COMMAND exists, first thing.
+    let (signals, mut received) = cli::open_signals(caught).unwrap_or_else(|e| e.exit());
     // Before COMMAND exists, once no signal can end pgwrap unseen and
     // nothing more can fail before the spawn (the socket would be left):
     // COMMAND's notification socket, and what systemd's variables become
@@ -91,14 +82,13 @@ fn run() -> ! {
     );
     let mut jobs = JobControl::new(handed_over, config.foreground);
     jobs.follows_fg &= !config.setsid;
-    let mut stopped = false;
     let pid1 = reap::is_pid1();
 
     let status = loop {
         // A read that fails now waits a while (see drain_into): no spin.
         let _ = signals.drain_into(&mut received);
         for r in received.drain(..) {
-            pass_on(&config, &child, &mut jobs, r, stopped);
+            pass_on(&config, &child, &mut jobs, r);
         }
         if let Some(relay) = relay.as_mut() {
             relay.relay();
@@ -113,11 +103,10 @@ fn run() -> ! {
         }
         match child.poll_job() {
             Some(Job::Stopped(sig)) => {
-                stopped = true;
                 verbose!("COMMAND stopped by {sig}");
                 jobs.on_stop(&child, sig);
             }
-            Some(Job::Continued) => stopped = false,
+            Some(Job::Continued) => jobs.continued(),
             None => {}
         }
         let mut fds = vec![signals.as_fd()];
@@ -128,13 +117,7 @@ fn run() -> ! {
     jobs.release(child.pid());
     child.reap();
     events::reaped(child.pid(), status);
-    events::exit(
-        status.shell_code(),
-        match status {
-            Status::Exited(_) => "exit",
-            Status::Signaled(_) => "signal",
-        },
-    );
+    events::exit_as(status);
     if pid1 {
         let _ = reap::reap_except(None);
     }
@@ -147,13 +130,7 @@ fn run() -> ! {
 }
 
 /// Forward, map or drop one signal received by pgwrap; follow job control.
-fn pass_on(
-    config: &Config,
-    child: &Child,
-    jobs: &mut JobControl,
-    received: Received,
-    stopped: bool,
-) {
+fn pass_on(config: &Config, child: &Child, jobs: &mut JobControl, received: Received) {
     let Received { signal, from, .. } = received;
     if signal == Signal::CHLD {
         return;
@@ -196,7 +173,7 @@ fn pass_on(
     }
     // A stopped process acts on nothing but KILL until continued; as
     // systemd and timeout(1) do, continue it so it can act on a stop request.
-    if stopped && SigSet::stop_requests().contains(out) {
+    if jobs.is_stopped() && SigSet::stop_requests().contains(out) {
         let _ = child.signal(config.route.to, Signal::CONT);
     }
 }

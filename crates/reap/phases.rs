@@ -885,14 +885,8 @@ impl<'a> Back<'a> {
         // The sweep's grace (not a stop request's): for a process started
         // since its first walk, the rounds know whether they reached it.
         let swept = matches!(self.machine.phase(), Phase::Sweep { .. });
-        for mut s in pgkit::survivors::below(&tree, self.leader_pid(), all_sent, sig, &skip) {
-            let walked = tree.iter().find(|p| p.pid == s.pid);
-            if let Some(sent) = walked
-                .filter(|_| swept)
-                .and_then(|p| self.sweeper.sent_by_rounds(p))
-            {
-                s.sent = sent;
-            }
+        let sent_to = |p: &_| swept.then(|| self.sweeper.sent_by_rounds(p)).flatten();
+        for s in pgkit::survivors::below(&tree, leader, all_sent, sig, &skip, sent_to) {
             pgkit::warn!("{}", s.line(sig));
             events::survivor(&s);
         }
@@ -970,12 +964,7 @@ impl<'a> Back<'a> {
         }
         // The budget along a chain: an inner graceful caps its grace to
         // this (and says so at start).
-        // The budget exported to COMMAND, as graceful does.
-        const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
-        match self.grace_ms() {
-            -1 => spawn.env_remove(GRACE_VAR),
-            ms => spawn.env(GRACE_VAR, ms.to_string()),
-        };
+        pgkit::duration::export_grace(&mut spawn, self.config.grace());
         let spawned = spawn.spawn(self.startup);
         match spawned {
             Ok(child) => {

@@ -4,6 +4,7 @@
 
 use crate::duration::{Timeout, DURATION_HINT};
 use crate::error::Error;
+use crate::sigfd::{Received, SignalFd};
 use crate::signal::{SigSet, Signal, SIGNAL_HINT};
 use std::ffi::OsString;
 
@@ -42,6 +43,17 @@ fn print_stdout(text: &str) {
     // A closed or broken stdout is not worth a panic for --help.
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// The tool's signalfd over `caught` (blocked already), read once before
+/// COMMAND starts: a refused read (a seccomp profile) ends the tool there,
+/// with nothing started. What came already is given back, for the tool to
+/// act on first once COMMAND exists.
+pub fn open_signals(caught: SigSet) -> Result<(SignalFd, Vec<Received>), Error> {
+    let signals = SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e))?;
+    let mut early = Vec::with_capacity(16);
+    (signals.drain_into(&mut early)).map_err(|e| Error::sys("read its signalfd", e))?;
+    Ok((signals, early))
 }
 
 /// The name of the option being parsed, as the user wrote it (for messages).

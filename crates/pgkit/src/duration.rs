@@ -7,6 +7,19 @@
 
 use std::time::Duration;
 
+/// The grace a tool gives COMMAND, exported so that nested tools and hooks
+/// can budget their own shutdown (an inner graceful caps its grace to it).
+pub const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
+
+/// `grace` as [`GRACE_VAR`] in COMMAND's environment: whole milliseconds,
+/// rounded down so the budget is never overstated; removed for `inf`.
+pub fn export_grace(spawn: &mut crate::spawn::Spawn, grace: Option<Duration>) {
+    match grace {
+        Some(g) => spawn.env(GRACE_VAR, g.as_millis().to_string()),
+        None => spawn.env_remove(GRACE_VAR),
+    };
+}
+
 /// How long to wait before acting.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Timeout {

@@ -179,13 +179,16 @@ impl Tools {
 /// seen through: a pgwrap, graceful or reap is never named, and the stop
 /// signal counts as sent to the group of each COMMAND a tool it reached
 /// leads (it passes the signal on); a process outside those groups is said
-/// not to have been sent it.
+/// not to have been sent it. `sent_to` decides first where the caller
+/// knows better (a process started after the stop signal went out was not
+/// sent it, whatever its group); `None` leaves it to the groups.
 pub fn below(
     tree: &[Proc],
     group: i32,
     all_sent: bool,
     sig: Signal,
     skip: &BTreeSet<i32>,
+    sent_to: impl Fn(&Proc) -> Option<bool>,
 ) -> Vec<Survivor> {
     let tools = Tools::find();
     let mut is_tool = BTreeMap::new();
@@ -219,7 +222,9 @@ pub fn below(
             continue;
         }
         if let Some(mut s) = survivor(p.pid, sig) {
-            s.sent = all_sent || reached.contains(&p.pgid) || !leaders.contains(&p.pgid);
+            s.sent = sent_to(p).unwrap_or_else(|| {
+                all_sent || reached.contains(&p.pgid) || !leaders.contains(&p.pgid)
+            });
             out.push(s);
         }
     }

@@ -47,6 +47,21 @@ fn forwarded_signal_reaches_command_and_exit_follows() {
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
 }
 
+/// A stopped COMMAND acts on nothing but KILL: a stop request passed on
+/// to it is followed by CONT, as under graceful and reap.
+#[test]
+fn a_stopped_command_is_continued_after_a_forwarded_stop_request() {
+    let mut run = pgwrap(&["-v"], &[]);
+    let probe = run.expect_ready(TIMEOUT);
+    kill(probe.pid, libc::SIGSTOP);
+    procfs::wait_until("pgwrap sees COMMAND stopped", TIMEOUT, || {
+        run.stderr_so_far().contains("COMMAND stopped by STOP")
+    });
+    run.signal(libc::SIGTERM);
+    run.expect_line(&format!("got TERM pid={}", probe.pid), TIMEOUT);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+}
+
 #[test]
 fn signal_right_after_start_is_not_lost() {
     for _ in 0..20 {
