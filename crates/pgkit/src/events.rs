@@ -154,6 +154,11 @@ pub enum Value<'a> {
     Bool(bool),
 }
 
+/// An integer field's value.
+fn int(n: impl Into<i64>) -> Value<'static> {
+    Value::Int(n.into())
+}
+
 /// `s` as a JSON string, quotes included.
 fn quoted(out: &mut String, s: &str) {
     out.push('"');
@@ -240,9 +245,9 @@ pub fn started(pid: i32, pgid: i32, sid: i32) {
     emit(
         "started",
         &[
-            ("child", Value::Int(pid.into())),
-            ("pgid", Value::Int(pgid.into())),
-            ("sid", Value::Int(sid.into())),
+            ("child", int(pid)),
+            ("pgid", int(pgid)),
+            ("sid", int(sid)),
             ("wall", Value::Str(&wall)),
         ],
     );
@@ -282,11 +287,11 @@ pub fn signal(sig: crate::Signal, from: i32, action: &str, out: Option<crate::Si
     let mapped = out.filter(|&o| o != sig);
     let as_name = mapped.map(|o| o.to_string()).unwrap_or_default();
     let fields = [
-        ("signal", Value::Int(sig.raw().into())),
+        ("signal", int(sig.raw())),
         ("name", Value::Str(&name)),
-        ("from", Value::Int(from.into())),
+        ("from", int(from)),
         ("action", Value::Str(action)),
-        ("as", Value::Int(mapped.map_or(0, |o| o.raw().into()))),
+        ("as", int(mapped.map_or(0, |o| o.raw()))),
         ("as_name", Value::Str(&as_name)),
     ];
     emit("signal", &fields[..if mapped.is_some() { 6 } else { 4 }]);
@@ -294,13 +299,8 @@ pub fn signal(sig: crate::Signal, from: i32, action: &str, out: Option<crate::Si
 
 /// `reaped`: a child reaped, with its status as a shell reports it.
 pub fn reaped(pid: i32, status: crate::Status) {
-    emit(
-        "reaped",
-        &[
-            ("child", Value::Int(pid.into())),
-            ("status", Value::Int(status.shell_code().into())),
-        ],
-    );
+    let fields = [("child", int(pid)), ("status", int(status.shell_code()))];
+    emit("reaped", &fields);
 }
 
 /// `stop` or `kill`: a signal (number and name) sent to `target` (`group`:
@@ -313,11 +313,11 @@ pub fn sent(kind: &str, sig: crate::Signal, target: &str, group: i32, grace_ms: 
     }
     let name = sig.to_string();
     let fields = [
-        ("signal", Value::Int(sig.raw().into())),
+        ("signal", int(sig.raw())),
         ("name", Value::Str(&name)),
         ("target", Value::Str(target)),
-        ("grace_ms", Value::Int(grace_ms)),
-        ("group", Value::Int(group.into())),
+        ("grace_ms", int(grace_ms)),
+        ("group", int(group)),
     ];
     emit(kind, &fields[..if group > 0 { 5 } else { 4 }]);
 }
@@ -325,36 +325,23 @@ pub fn sent(kind: &str, sig: crate::Signal, target: &str, group: i32, grace_ms: 
 /// `survivor`: a process still there when a grace ran out, and why (as
 /// the stderr line).
 pub fn survivor(s: &crate::survivors::Survivor) {
+    let (name, reason) = (Value::Str(&s.name), Value::Str(s.word()));
     emit(
         "survivor",
-        &[
-            ("child", Value::Int(s.pid.into())),
-            ("name", Value::Str(&s.name)),
-            ("reason", Value::Str(s.word())),
-        ],
+        &[("child", int(s.pid)), ("name", name), ("reason", reason)],
     );
 }
 
 /// `cleanup_started`: the cleanup's pid (reap's own, `--exec-cleanup`).
 pub fn cleanup_started(pid: i32, exec: bool) {
-    emit(
-        "cleanup_started",
-        &[
-            ("child", Value::Int(pid.into())),
-            ("exec", Value::Bool(exec)),
-        ],
-    );
+    let fields = [("child", int(pid)), ("exec", Value::Bool(exec))];
+    emit("cleanup_started", &fields);
 }
 
 /// `cleanup_exited`: the cleanup's status as a shell reports it.
 pub fn cleanup_exited(pid: i32, status: crate::Status) {
-    emit(
-        "cleanup_exited",
-        &[
-            ("child", Value::Int(pid.into())),
-            ("status", Value::Int(status.shell_code().into())),
-        ],
-    );
+    let fields = [("child", int(pid)), ("status", int(status.shell_code()))];
+    emit("cleanup_exited", &fields);
 }
 
 /// `exit`: the tool's own status as a shell will report it, and why.
@@ -379,7 +366,7 @@ pub fn exit_as(status: crate::Status) {
 pub fn exit_with(status: i32, cause: &str, killed: bool, counts: &[(&str, Option<u64>)]) {
     let dropped = dropped();
     let mut fields = vec![
-        ("status", Value::Int(status.into())),
+        ("status", int(status)),
         ("cause", Value::Str(cause)),
         ("dropped", Value::Int(dropped as i64)),
     ];
