@@ -100,9 +100,10 @@ fn nonblocking_if_it_may_block(fd: OwnedFd) -> Result<OwnedFd, Error> {
 /// writes to it fail with EAGAIN).
 fn private(n: RawFd, opt: &str) -> Result<EventLog, Error> {
     use rustix::fs::{FileType, Mode, OFlags};
-    // SAFETY: `n` is borrowed for this one call only, which reads no
-    // memory through it; a number that is not an open descriptor gives
-    // EBADF.
+    // SAFETY: borrow_raw asks that `n` stay open while borrowed: the
+    // borrow lasts one fcntl call of this one-threaded process, which
+    // closes nothing meanwhile; a number that is not open gets EBADF, and
+    // nothing is read through it.
     let caller = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
     let fd = rustix::io::fcntl_dupfd_cloexec(caller, 3).map_err(|e| {
         Error::usage(format!(

@@ -469,16 +469,15 @@ impl Service {
     pub fn command_started(&self) {
         let Some(n) = self.listen else { return };
         for fd in LISTEN_FDS_START..LISTEN_FDS_START.saturating_add(n) {
-            // Raw fcntl: the descriptor is not the tool's (systemd passed
-            // it), so no OwnedFd or BorrowedFd may claim it; one that is not
-            // open just fails with EBADF.
-            // SAFETY: F_GETFD/F_SETFD on an int read and set one flag of
-            // the descriptor table; no memory is involved.
-            unsafe {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
-                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-                }
+            // The descriptor is not the tool's (systemd passed it): it is
+            // only borrowed, for the two calls.
+            // SAFETY: borrow_raw asks that `fd` stay open while borrowed:
+            // the borrow lasts two fcntl calls of this one-threaded
+            // process, which closes nothing meanwhile; a number that is not
+            // open gets EBADF, and nothing is read through it.
+            let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+            if let Ok(flags) = rustix::io::fcntl_getfd(fd) {
+                let _ = rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC);
             }
         }
     }
