@@ -52,8 +52,7 @@ fn run() -> ! {
     // nothing more can fail before the spawn (the socket would be left):
     // COMMAND's notification socket, and what systemd's variables become
     // for it.
-    let relay = notify::open();
-    let service = notify::Service::new(relay.as_ref());
+    let mut relay = notify::open();
     let mode = if config.foreground {
         tty::Foreground::On
     } else {
@@ -71,15 +70,7 @@ fn run() -> ! {
     if let Some(spare) = &spare {
         spawn.env(pgkit::guard::VAR, spare.export());
     }
-    service.command(&mut spawn);
-    let child = match spawn.spawn(&startup) {
-        Ok(child) => child,
-        Err(e) => {
-            drop(relay); // the socket goes with it
-            e.exit()
-        }
-    };
-    service.command_started();
+    let child = notify::start(&mut spawn, &startup, &mut relay);
     // The grace's timer, open before any stop signal goes out.
     pgkit::poll::open_timer();
     let machine = Machine::new(config.ladder(grace), config.timeout, Instant::now());

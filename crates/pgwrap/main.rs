@@ -39,7 +39,6 @@ fn run() -> ! {
     // COMMAND's notification socket, and what systemd's variables become
     // for it.
     let mut relay = notify::open();
-    let service = notify::Service::new(relay.as_ref());
     let handed_over = !config.setsid && config.foreground.hand_over();
     let isolation = if config.setsid {
         Isolation::Session
@@ -51,15 +50,7 @@ fn run() -> ! {
         .isolation(isolation)
         .pdeathsig(config.pdeathsig)
         .foreground(handed_over);
-    service.command(&mut spawn);
-    let mut child = match spawn.spawn(&startup) {
-        Ok(child) => child,
-        Err(e) => {
-            drop(relay); // the socket goes with it
-            e.exit()
-        }
-    };
-    service.command_started();
+    let mut child = notify::start(&mut spawn, &startup, &mut relay);
     let sid = if config.setsid {
         child.pid()
     } else {

@@ -339,6 +339,25 @@ pub fn open() -> Option<Relay> {
     }
 }
 
+/// Start COMMAND (`spawn`) with what systemd's variables become for it
+/// ([`Service`], made here, in the process systemd started, before any
+/// fork) and `relay`'s socket. Where COMMAND cannot start, the socket goes
+/// first, then the tool exits with the error.
+pub fn start(
+    spawn: &mut crate::spawn::Spawn,
+    startup: &crate::startup::Startup,
+    relay: &mut Option<Relay>,
+) -> crate::Child {
+    let service = Service::new(relay.as_ref());
+    service.command(spawn);
+    let child = spawn.spawn(startup).unwrap_or_else(|e| {
+        relay.take();
+        e.exit()
+    });
+    service.command_started();
+    child
+}
+
 /// What an extension of the unit's stop timeout adds to the tool's own
 /// deadline: the step from one deadline to the next (a kill, the cleanup's
 /// start), which has none.
