@@ -358,7 +358,7 @@ impl Front {
                 fds.push(r.as_fd());
             }
             let pipe = self.to_back.as_ref().filter(|_| full).map(|f| f.as_fd());
-            poll::wait_io(&fds, pipe.as_slice(), None, &mut ready);
+            poll::wait_all(&fds, pipe.as_slice(), &[], None, &mut ready);
             // Without a pidfd the back's exit is looked for on every wake.
             back_ready = back_at.map_or(true, |i| ready.contains(&i));
             news_ready = news_at.is_some_and(|i| ready.contains(&i));

@@ -80,40 +80,12 @@ pub fn open_timer() {
 /// without a timeout.
 pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> Vec<usize> {
     let mut ready = Vec::new();
-    wait_any(fds, &[], &[], deadline, &mut ready);
+    wait_all(fds, &[], &[], deadline, &mut ready);
     ready
 }
 
-/// [`wait`], also for descriptors to write to: the indices of the ready
-/// ones go into `ready` (emptied first), `readable` first, then `writable`
-/// (numbered after them). A write end whose reader is gone counts as ready
-/// (the write then fails with EPIPE). `ready` is the caller's, kept from
-/// wait to wait: between a wake-up and what it leads to (a signal passed
-/// on) the wait allocates nothing.
-pub fn wait_io(
-    readable: &[BorrowedFd<'_>],
-    writable: &[BorrowedFd<'_>],
-    deadline: Option<Instant>,
-    ready: &mut Vec<usize>,
-) {
-    wait_any(readable, writable, &[], deadline, ready)
-}
-
-/// [`wait_io`], also for descriptors that report a change with `POLLPRI`
-/// (a cgroup's `cgroup.events`, always readable): their indices follow
-/// those of `writable`.
-pub fn wait_all(
-    readable: &[BorrowedFd<'_>],
-    writable: &[BorrowedFd<'_>],
-    priority: &[BorrowedFd<'_>],
-    deadline: Option<Instant>,
-    ready: &mut Vec<usize>,
-) {
-    wait_any(readable, writable, priority, deadline, ready)
-}
-
 /// The list of descriptors a loop hands to one wait: [`Fds::push`] gives
-/// each one's index, to find it among those [`wait_io`] reports ready.
+/// each one's index, to find it among those [`wait_all`] reports ready.
 #[derive(Default)]
 pub struct Fds<'a>(Vec<BorrowedFd<'a>>);
 
@@ -133,7 +105,13 @@ impl<'a> std::ops::Deref for Fds<'a> {
     }
 }
 
-fn wait_any(
+/// [`wait`], also for descriptors to write to and descriptors that report
+/// a change with `POLLPRI` (a cgroup's `cgroup.events`, always readable):
+/// the indices of the ready ones go into `ready` (emptied first),
+/// `readable` first, then `writable`, then `priority`, numbered on. A
+/// write end whose reader is gone counts as ready (the write then fails
+/// with EPIPE). `ready` is the caller's, kept from wait to wait.
+pub fn wait_all(
     readable: &[BorrowedFd<'_>],
     writable: &[BorrowedFd<'_>],
     priority: &[BorrowedFd<'_>],
