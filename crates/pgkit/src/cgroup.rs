@@ -179,10 +179,6 @@ fn unescape(field: &[u8]) -> Vec<u8> {
     out
 }
 
-fn errno(e: rustix::io::Errno) -> io::Error {
-    e.into()
-}
-
 impl Cgroup {
     /// Make COMMAND's cgroup below the tool's own, or say why it cannot be
     /// (exit 125: no cgroup2 mount, not writable, not able to hold
@@ -215,7 +211,7 @@ impl Cgroup {
         // common ancestor, reap's own cgroup (the kernel's delegation rule).
         let procs = own.join("cgroup.procs");
         rustix::fs::accessat(CWD, &procs, Access::WRITE_OK, AtFlags::empty())
-            .map_err(|e| not_writable(&own, errno(e)))?;
+            .map_err(|e| not_writable(&own, e.into()))?;
         let mut path = own.join(name);
         let mut n = 0;
         loop {
@@ -228,7 +224,7 @@ impl Cgroup {
                     n += 1;
                     path = own.join(format!("{name}.{n}"));
                 }
-                Err(e) => return Err(not_writable(&own, errno(e))),
+                Err(e) => return Err(not_writable(&own, e.into())),
             }
         }
         let made = Cgroup::open(path.clone());
@@ -243,7 +239,7 @@ impl Cgroup {
             refuse(format!(
                 "cannot open {}/{what}: {}",
                 path.display(),
-                describe(&errno(e))
+                describe(&e.into())
             ))
         };
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
@@ -400,8 +396,8 @@ impl Cgroup {
     }
 
     fn write(&self, file: &str, what: &[u8]) -> io::Result<()> {
-        let fd = at(&self.dir, file, OFlags::WRONLY).map_err(errno)?;
-        rustix::io::write(&fd, what).map_err(errno)?;
+        let fd = at(&self.dir, file, OFlags::WRONLY)?;
+        rustix::io::write(&fd, what)?;
         Ok(())
     }
 
@@ -444,7 +440,7 @@ impl Cgroup {
         match rustix::fs::unlinkat(CWD, &self.path, AtFlags::REMOVEDIR) {
             // Removed by the other process of the tool.
             Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-            Err(e) => return Err(errno(e)),
+            Err(e) => return Err(e.into()),
         }
         self.removed = true;
         Ok(())
