@@ -231,28 +231,18 @@ pub fn below(
     out
 }
 
-impl Reason {
-    /// One word, for the event log (`unsent` for a survivor never sent
-    /// the stop signal: see [`Survivor::word`]).
-    pub fn word(self) -> &'static str {
-        match self {
+impl Survivor {
+    /// One word, for the event log: the reason's, `unsent` where the stop
+    /// signal never went to it.
+    pub fn word(&self) -> &'static str {
+        match self.reason {
+            _ if !self.sent => "unsent",
             Reason::Ignores => "ignores",
             Reason::Blocks => "blocks",
             Reason::Catches => "catches",
             Reason::Uninterruptible => "uninterruptible",
             Reason::Stopped => "stopped",
             Reason::Unknown => "unknown",
-        }
-    }
-}
-
-impl Survivor {
-    /// The reason's word, `unsent` where the stop signal never went to it.
-    pub fn word(&self) -> &'static str {
-        if self.sent {
-            self.reason.word()
-        } else {
-            "unsent"
         }
     }
 
