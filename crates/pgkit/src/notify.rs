@@ -488,15 +488,11 @@ impl Service {
     pub fn command_started(&self) {
         let Some(n) = self.listen else { return };
         for fd in LISTEN_FDS_START..LISTEN_FDS_START.saturating_add(n) {
-            // The descriptor is not the tool's (systemd passed it): it is
-            // only borrowed, for the two calls.
-            // SAFETY: borrow_raw asks that `fd` stay open while borrowed:
-            // the borrow lasts two fcntl calls of this one-threaded
-            // process, which closes nothing meanwhile; a number that is not
-            // open gets EBADF, and nothing is read through it.
-            let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-            if let Ok(flags) = rustix::io::fcntl_getfd(fd) {
-                let _ = rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC);
+            // The descriptor is not the tool's (systemd passed it): two
+            // integer calls on its number (a number not open gets EBADF).
+            use crate::sigraw::{int_call, IntCall};
+            if let Ok(flags) = int_call(IntCall::FdFlags(fd)) {
+                let _ = int_call(IntCall::SetFdFlags(fd, flags | libc::FD_CLOEXEC));
             }
         }
     }

@@ -340,11 +340,7 @@ impl fmt::Display for SigSet {
 /// other (see [`crate::pidfd`]). Whether `pid` can still name the process
 /// meant is the caller's to make sure of.
 pub fn kill(pid: i32, sig: Signal) -> io::Result<()> {
-    // SAFETY: kill takes two integers and touches no memory of ours.
-    if unsafe { libc::kill(pid, sig.raw()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sigraw::int_call(crate::sigraw::IntCall::Kill(pid, sig)).map(drop)
 }
 
 #[cfg(test)]
