@@ -121,26 +121,20 @@ pub enum Action {
 /// said).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Note {
-    NotStarting,
-    Dropped(Signal, i32),
+    /// A line of its own.
+    Line(&'static str),
+    /// The front is gone: COMMAND's tree (or what) is killed at once,
+    /// cutting its grace.
+    Cut(&'static str),
+    /// "received SIG from pid N", then this: the signal is not passed on.
+    Dropped(Signal, i32, &'static str),
+    /// The same for a stop request that acts without being passed on now.
+    Trigger(Signal, i32, &'static str),
     StopRequested,
     /// `--stop-delay`: this stop request is passed on when the delay ends
     /// (or at the next stop request).
     StopDelayed(Signal, i32),
-    /// A second stop request ends the delay: the held one goes out now.
-    StopDelayCut(Signal, i32),
-    FrontLostKillTree,
-    GraceOverKillTree,
-    KeepOrphans,
-    FrontLostKillAll,
-    StoppingLeftovers(Signal, i32),
-    /// A stop request the front had when COMMAND ended: REAP_CAUSE=cancel.
-    LateStop(Signal, i32),
-    NotPassedOn(Signal, i32),
-    GraceOverKillAll,
     CommandDone(Status, Cause),
-    FrontLostCleanupGoesOn,
-    DuringCleanup(Signal, i32),
     CleanupTimedOut,
     CleanupResult(Status),
     Exiting(Status),
@@ -252,6 +246,9 @@ pub struct Machine {
     stop_sig: Signal,
     /// The front died.
     lost: bool,
+    /// The front's loss, as the back saw it: `Some(None)` with no stop
+    /// request before it, else how long after it.
+    lost_after: Option<Option<Duration>>,
     /// The front answered.
     answered: bool,
     /// COMMAND's status, once known.
@@ -286,6 +283,7 @@ impl Machine {
             delayed: None,
             stop_sig: params.signal,
             lost: false,
+            lost_after: None,
             answered: false,
             command: None,
             cleanup: None,
@@ -308,13 +306,8 @@ impl Machine {
         known: Option<Status>,
         running: bool,
     ) -> (Machine, Vec<Action>) {
-        let mut m = Machine::new(Params {
-            exec_cleanup: false,
-            ..params
-        });
+        let mut m = Machine::taking_over(params, known);
         m.lost = true;
-        m.takeover = true;
-        m.command = Some(known.unwrap_or(Status::Signaled(Signal::KILL)));
         let mut actions = vec![Action::ReleaseTerminal];
         if running {
             actions.push(Action::KillGroup);
@@ -335,15 +328,22 @@ impl Machine {
         cause: Option<Cause>,
         deadline: Option<Instant>,
     ) -> Machine {
+        let mut m = Machine::taking_over(params, command);
+        m.cancel = cause == Some(Cause::Cancel);
+        m.lost = cause.map_or(true, |c| c == Cause::Lost);
+        m.phase = Phase::Cleanup { deadline };
+        m
+    }
+
+    /// The front's machine, never in place; COMMAND as killed by KILL
+    /// where the back had not said its status.
+    fn taking_over(params: Params, command: Option<Status>) -> Machine {
         let mut m = Machine::new(Params {
             exec_cleanup: false,
             ..params
         });
         m.takeover = true;
         m.command = Some(command.unwrap_or(Status::Signaled(Signal::KILL)));
-        m.cancel = cause == Some(Cause::Cancel);
-        m.lost = cause.map_or(true, |c| c == Cause::Lost);
-        m.phase = Phase::Cleanup { deadline };
         m
     }
 
@@ -363,10 +363,12 @@ impl Machine {
 
     /// REAP_CAUSE as it stands (final once COMMAND's tree is gone).
     pub fn cause(&self) -> Cause {
-        let status = self
-            .command
-            .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
-        Cause::of(self.cancel, self.lost, status)
+        Cause::of(self.cancel, self.lost, self.command())
+    }
+
+    /// COMMAND's status (125 before it is known).
+    fn command(&self) -> Status {
+        (self.command).unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
     }
 
     /// The cleanup's result as it counts (124 after `--cleanup-timeout`),
@@ -401,6 +403,12 @@ impl Machine {
     /// The stop request that started the grace (`--signal` before one).
     pub fn stop_signal(&self) -> Signal {
         self.stop_sig
+    }
+
+    /// The front's loss: `Some(None)` with no stop request before it,
+    /// else how long after it.
+    pub fn lost_after(&self) -> Option<Option<Duration>> {
+        self.lost_after
     }
 
     /// When the first stop request came, if one did.
@@ -472,8 +480,9 @@ impl Machine {
     pub fn on(&mut self, event: Event, now: Instant) -> Vec<Action> {
         // A deadline left unstarted by `on_into` starts no later than this.
         self.sent(|| now);
-        if event == Event::FrontLost {
+        if event == Event::FrontLost && !self.lost {
             self.lost = true;
+            self.lost_after = Some(self.stop_at.map(|at| now.saturating_duration_since(at)));
         }
         let stop = |sig| self.params.is_stop_request(sig);
         match (self.phase, event) {
@@ -500,7 +509,7 @@ impl Machine {
             ) if self.awaiting() && !self.cancel && stop(sig) => {
                 self.cancel = true;
                 self.mark_stop(Some(now));
-                vec![Action::Say(Note::LateStop(sig, from))]
+                vec![Action::Say(Note::Trigger(sig, from, ", a stop request the front had when COMMAND ended: not passed on; REAP_CAUSE=cancel"))]
             }
             (Phase::Start, Event::Signal(sig, from)) => {
                 self.held.push((sig, from));
@@ -511,7 +520,9 @@ impl Machine {
             // cleanup, as if killed at once (what a COMMAND started a moment
             // earlier would have become).
             (Phase::Start, Event::Drained) if self.lost => {
-                let mut actions = vec![Action::Say(Note::NotStarting)];
+                let mut actions = vec![Action::Say(Note::Line(
+                    "the front process is gone before COMMAND started: not starting it",
+                ))];
                 actions.extend(self.command_done(Status::Signaled(Signal::KILL)));
                 actions
             }
@@ -534,7 +545,7 @@ impl Machine {
             }
             (Phase::Run { .. }, Event::FrontLost) => {
                 let actions = vec![
-                    Action::Say(Note::FrontLostKillTree),
+                    Action::Say(Note::Cut("COMMAND's tree")),
                     Action::ReleaseTerminal,
                 ];
                 self.sweep(actions, Stage::Kill, true)
@@ -564,7 +575,7 @@ impl Machine {
             (Phase::Run { .. }, Event::DeadlinePassed) => {
                 let actions = vec![
                     Action::NameSurvivors(self.stop_sig),
-                    Action::Say(Note::GraceOverKillTree),
+                    Action::Say(Note::Line("grace over: killing COMMAND's tree")),
                     Action::ReleaseTerminal,
                 ];
                 self.sweep(actions, Stage::Kill, true)
@@ -575,9 +586,11 @@ impl Machine {
                     for_command: true,
                 },
                 Event::FrontLost,
-            ) if stage != Stage::Kill => {
-                self.sweep(vec![Action::Say(Note::FrontLostKillAll)], Stage::Kill, true)
-            }
+            ) if stage != Stage::Kill => self.sweep(
+                vec![Action::Say(Note::Cut("every descendant"))],
+                Stage::Kill,
+                true,
+            ),
             (
                 Phase::Sweep {
                     stage: Stage::Wait,
@@ -587,11 +600,15 @@ impl Machine {
             ) if stop(sig) => {
                 self.cancel = true;
                 self.mark_stop(Some(now));
-                let actions = vec![Action::Say(Note::StoppingLeftovers(sig, from))];
+                let actions = vec![Action::Say(Note::Trigger(
+                    sig,
+                    from,
+                    ": stopping the leftovers",
+                ))];
                 self.sweep(actions, Stage::Stop(self.grace_from(now)), true)
             }
             (Phase::Sweep { .. } | Phase::Settle, Event::Signal(sig, from)) => {
-                vec![Action::Say(Note::NotPassedOn(sig, from))]
+                vec![Action::Say(Note::Dropped(sig, from, ": not passed on"))]
             }
             (Phase::Sweep { stage, for_command }, Event::LeaderExited { status, pin }) => {
                 if for_command {
@@ -610,7 +627,7 @@ impl Machine {
             (Phase::Sweep { for_command, .. }, Event::DeadlinePassed) => {
                 let actions = vec![
                     Action::NameSurvivors(self.params.signal),
-                    Action::Say(Note::GraceOverKillAll),
+                    Action::Say(Note::Line("grace over: killing every descendant left")),
                 ];
                 self.sweep(actions, Stage::Kill, for_command)
             }
@@ -628,12 +645,7 @@ impl Machine {
                     for_command: true, ..
                 },
                 Event::TreeEmpty,
-            ) => {
-                let status = self
-                    .command
-                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
-                self.command_done(status)
-            }
+            ) => self.command_done(self.command()),
             (Phase::Sweep { .. }, Event::TreeEmpty) => {
                 let result = self.cleanup_result();
                 let mut actions: Vec<Action> = result
@@ -644,10 +656,7 @@ impl Machine {
                 actions
             }
             (Phase::Settle, Event::Drained) if !self.awaiting() => {
-                let status = self
-                    .command
-                    .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
-                let cause = Cause::of(self.cancel, self.lost, status);
+                let (status, cause) = (self.command(), self.cause());
                 let mut actions = vec![Action::Say(Note::CommandDone(status, cause))];
                 if !self.params.cleanup {
                     actions.extend(self.finish(None));
@@ -668,10 +677,16 @@ impl Machine {
                 self.finish(Some(Status::Exited(code)))
             }
             (Phase::Cleanup { .. }, Event::FrontLost) => {
-                vec![Action::Say(Note::FrontLostCleanupGoesOn)]
+                vec![Action::Say(Note::Line(
+                    "the front process is gone; the cleanup goes on",
+                ))]
             }
             (Phase::Cleanup { .. }, Event::Signal(sig, from)) => {
-                vec![Action::Say(Note::DuringCleanup(sig, from))]
+                vec![Action::Say(Note::Dropped(
+                    sig,
+                    from,
+                    " during the cleanup: not passed on",
+                ))]
             }
             (Phase::Cleanup { .. }, Event::CleanupExited(status)) => {
                 self.cleanup = Some(status);
@@ -710,7 +725,7 @@ impl Machine {
         }
         if !forwards {
             if sig != Signal::CONT {
-                actions.push(Action::Say(Note::Dropped(sig, from)));
+                actions.push(Action::Say(Note::Dropped(sig, from, ": dropped")));
             }
             return;
         }
@@ -720,7 +735,11 @@ impl Machine {
         }
         if self.delayed.is_some() {
             // A second stop request ends the delay at once.
-            actions.push(Action::Say(Note::StopDelayCut(sig, from)));
+            actions.push(Action::Say(Note::Trigger(
+                sig,
+                from,
+                ": a second stop request ends the stop delay",
+            )));
             self.release(now, actions);
             return;
         }
@@ -779,7 +798,9 @@ impl Machine {
         self.delayed = None;
         self.phase = Phase::Sweep { stage, for_command };
         actions.push(match stage {
-            Stage::Wait => Action::Say(Note::KeepOrphans),
+            Stage::Wait => {
+                Action::Say(Note::Line("waiting for leftovers to exit (--keep-orphans)"))
+            }
             Stage::Stop(_) => Action::Sweep(self.params.signal),
             Stage::Kill => Action::Sweep(Signal::KILL),
         });
@@ -802,7 +823,7 @@ impl Machine {
         actions.extend(
             held.into_iter()
                 .filter(|&(sig, _)| sig != Signal::CHLD)
-                .map(|(sig, from)| Action::Say(Note::NotPassedOn(sig, from))),
+                .map(|(sig, from)| Action::Say(Note::Dropped(sig, from, ": not passed on"))),
         );
         actions
     }
@@ -810,10 +831,7 @@ impl Machine {
     /// The final status: COMMAND's, or the cleanup's if COMMAND succeeded
     /// and the cleanup failed.
     fn finish(&mut self, cleanup: Option<Status>) -> Vec<Action> {
-        let command = self
-            .command
-            .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED));
-        let last = final_status(command, cleanup, self.params.successes);
+        let last = final_status(self.command(), cleanup, self.params.successes);
         self.phase = Phase::Done;
         if self.takeover {
             // The front that took over exits 125 (reap failed to keep its
@@ -994,7 +1012,7 @@ mod tests {
         let mut m = running(params(), t);
         assert_eq!(
             m.on(Event::Signal(alrm(), FROM), t),
-            [Say(Note::Dropped(alrm(), FROM))]
+            [Say(Note::Dropped(alrm(), FROM, ": dropped"))]
         );
         // Job control is the terminal's: CONT continues COMMAND, a stop
         // from the terminal stops COMMAND with reap.
@@ -1064,7 +1082,7 @@ mod tests {
         let mut m = running(p, t);
         assert_eq!(
             m.on(Event::Signal(TERM, FROM), t),
-            [Say(Note::Dropped(TERM, FROM))]
+            [Say(Note::Dropped(TERM, FROM, ": dropped"))]
         );
         assert_eq!(m.deadline(), None);
         m.on(CommandExited(ok()), t);
@@ -1083,7 +1101,7 @@ mod tests {
             m.on(DeadlinePassed, end),
             [
                 NameSurvivors(TERM),
-                Say(Note::GraceOverKillTree),
+                Say(Note::Line("grace over: killing COMMAND's tree")),
                 ReleaseTerminal,
                 Sweep(KILL)
             ]
@@ -1219,7 +1237,7 @@ mod tests {
             m.on(DeadlinePassed, end),
             [
                 NameSurvivors(TERM),
-                Say(Note::GraceOverKillAll),
+                Say(Note::Line("grace over: killing every descendant left")),
                 Sweep(KILL)
             ]
         );
@@ -1317,7 +1335,7 @@ mod tests {
         let before = m.phase();
         assert_eq!(
             m.on(Event::Signal(TERM, FROM), t),
-            [Say(Note::NotPassedOn(TERM, FROM))]
+            [Say(Note::Dropped(TERM, FROM, ": not passed on"))]
         );
         assert_eq!(m.on(Event::Signal(Signal::CHLD, FROM), t), []);
         assert_eq!(m.phase(), before);
@@ -1333,13 +1351,17 @@ mod tests {
         let mut m = running(p, t);
         assert_eq!(
             m.on(CommandExited(ok()), t),
-            [ReportStatus(ok()), ReleaseTerminal, Say(Note::KeepOrphans)]
+            [
+                ReportStatus(ok()),
+                ReleaseTerminal,
+                Say(Note::Line("waiting for leftovers to exit (--keep-orphans)"))
+            ]
         );
         assert_eq!(m.deadline(), None);
         assert_eq!(m.on(TreeRemains, t + ms(1)), []);
         assert_eq!(
             m.on(Event::Signal(Signal::USR1, FROM), t),
-            [Say(Note::NotPassedOn(Signal::USR1, FROM))]
+            [Say(Note::Dropped(Signal::USR1, FROM, ": not passed on"))]
         );
         assert_eq!(m.on(TreeEmpty, t + ms(60_000)), []);
     }
@@ -1356,14 +1378,17 @@ mod tests {
         let t1 = t + ms(700);
         assert_eq!(
             m.on(Event::Signal(Signal::INT, FROM), t1),
-            [Say(Note::StoppingLeftovers(Signal::INT, FROM)), Sweep(TERM)]
+            [
+                Say(Note::Trigger(Signal::INT, FROM, ": stopping the leftovers")),
+                Sweep(TERM)
+            ]
         );
         assert_eq!(m.deadline(), Some(t1 + ms(5_000)));
         assert_eq!(
             m.on(DeadlinePassed, t1 + ms(5_000)),
             [
                 NameSurvivors(TERM),
-                Say(Note::GraceOverKillAll),
+                Say(Note::Line("grace over: killing every descendant left")),
                 Sweep(KILL)
             ]
         );
@@ -1383,7 +1408,7 @@ mod tests {
                 m.on(CommandStartFailed(code), t),
                 [
                     ReportStatus(Status::Exited(code)),
-                    Say(Note::NotPassedOn(Signal::USR1, FROM))
+                    Say(Note::Dropped(Signal::USR1, FROM, ": not passed on"))
                 ]
             );
             assert_eq!(m.phase(), Phase::Settle);
@@ -1445,7 +1470,7 @@ mod tests {
         assert_eq!(m.on(FrontLost, t), []);
         assert_eq!(
             m.on(Event::Signal(TERM, FROM), t),
-            [Say(Note::NotPassedOn(TERM, FROM))]
+            [Say(Note::Dropped(TERM, FROM, ": not passed on"))]
         );
         let actions = m.on(Drained, t);
         assert_eq!(env(&actions)[2], "REAP_CAUSE=lost");
@@ -1487,7 +1512,11 @@ mod tests {
         for sig in [TERM, Signal::INT, Signal::HUP, Signal::QUIT, Signal::USR1] {
             assert_eq!(
                 m.on(Event::Signal(sig, FROM), t),
-                [Say(Note::DuringCleanup(sig, FROM))]
+                [Say(Note::Dropped(
+                    sig,
+                    FROM,
+                    " during the cleanup: not passed on"
+                ))]
             );
         }
         assert_eq!(m.on(Event::Signal(Signal::CHLD, FROM), t), []);
@@ -1516,7 +1545,7 @@ mod tests {
         );
         assert_eq!(
             m.on(Event::Signal(TERM, FROM), t),
-            [Say(Note::NotPassedOn(TERM, FROM))]
+            [Say(Note::Dropped(TERM, FROM, ": not passed on"))]
         );
         assert_eq!(
             m.phase(),
@@ -1529,7 +1558,7 @@ mod tests {
             m.on(DeadlinePassed, t + ms(5_000)),
             [
                 NameSurvivors(TERM),
-                Say(Note::GraceOverKillAll),
+                Say(Note::Line("grace over: killing every descendant left")),
                 Sweep(KILL)
             ]
         );
@@ -1541,10 +1570,15 @@ mod tests {
         };
         let (mut m, _) = settled(p, ok(), t);
         m.on(CleanupStarted, t);
-        assert_eq!(m.on(CleanupExited(ok()), t), [Say(Note::KeepOrphans)]);
+        assert_eq!(
+            m.on(CleanupExited(ok()), t),
+            [Say(Note::Line(
+                "waiting for leftovers to exit (--keep-orphans)"
+            ))]
+        );
         assert_eq!(
             m.on(Event::Signal(TERM, FROM), t),
-            [Say(Note::NotPassedOn(TERM, FROM))]
+            [Say(Note::Dropped(TERM, FROM, ": not passed on"))]
         );
         assert_eq!(
             m.phase(),
@@ -1579,7 +1613,7 @@ mod tests {
             m.on(DeadlinePassed, t2 + ms(1_000)),
             [
                 NameSurvivors(TERM),
-                Say(Note::GraceOverKillAll),
+                Say(Note::Line("grace over: killing every descendant left")),
                 Sweep(KILL)
             ]
         );
@@ -1707,7 +1741,7 @@ mod tests {
         // Signals read right before the exec are not left pending for it.
         assert_eq!(
             m.on(Event::Signal(Signal::PIPE, FROM), t),
-            [Say(Note::NotPassedOn(Signal::PIPE, FROM))]
+            [Say(Note::Dropped(Signal::PIPE, FROM, ": not passed on"))]
         );
         // The exec failed: that is the cleanup's status.
         assert_eq!(
@@ -1725,7 +1759,11 @@ mod tests {
         let mut m = running(params(), t);
         assert_eq!(
             m.on(FrontLost, t),
-            [Say(Note::FrontLostKillTree), ReleaseTerminal, Sweep(KILL)]
+            [
+                Say(Note::Cut("COMMAND's tree")),
+                ReleaseTerminal,
+                Sweep(KILL)
+            ]
         );
         assert_eq!(
             m.phase(),
@@ -1760,7 +1798,11 @@ mod tests {
         m.on(Event::Signal(TERM, FROM), t);
         assert_eq!(
             m.on(FrontLost, t + ms(1)),
-            [Say(Note::FrontLostKillTree), ReleaseTerminal, Sweep(KILL)]
+            [
+                Say(Note::Cut("COMMAND's tree")),
+                ReleaseTerminal,
+                Sweep(KILL)
+            ]
         );
         assert_eq!(m.deadline(), None);
     }
@@ -1777,7 +1819,7 @@ mod tests {
             m.on(CommandExited(ok()), t);
             assert_eq!(
                 m.on(FrontLost, t),
-                [Say(Note::FrontLostKillAll), Sweep(KILL)]
+                [Say(Note::Cut("every descendant")), Sweep(KILL)]
             );
             assert_eq!(
                 m.phase(),
@@ -1796,7 +1838,12 @@ mod tests {
         let t = Instant::now();
         let (mut m, _) = settled(params(), ok(), t);
         m.on(CleanupStarted, t);
-        assert_eq!(m.on(FrontLost, t), [Say(Note::FrontLostCleanupGoesOn)]);
+        assert_eq!(
+            m.on(FrontLost, t),
+            [Say(Note::Line(
+                "the front process is gone; the cleanup goes on"
+            ))]
+        );
         assert_eq!(m.phase(), Phase::Cleanup { deadline: None });
         let end = cleanup_exits_started(&mut m, ok(), t);
         assert_eq!(exit_of(&end), Some(ok()));
@@ -1819,9 +1866,11 @@ mod tests {
         assert_eq!(
             m.on(Drained, t),
             [
-                Say(Note::NotStarting),
+                Say(Note::Line(
+                    "the front process is gone before COMMAND started: not starting it"
+                )),
                 ReportStatus(killed),
-                Say(Note::NotPassedOn(TERM, FROM))
+                Say(Note::Dropped(TERM, FROM, ": not passed on"))
             ]
         );
         assert_eq!(m.phase(), Phase::Settle);
@@ -1867,7 +1916,7 @@ mod tests {
         );
         assert_eq!(
             m.on(Event::Signal(TERM, FROM), t),
-            [Say(Note::NotPassedOn(TERM, FROM))]
+            [Say(Note::Dropped(TERM, FROM, ": not passed on"))]
         );
         assert_eq!(m.on(TreeEmpty, t), [ReportStatus(killed)]);
         let actions = m.on(Drained, t);
@@ -1979,7 +2028,11 @@ mod tests {
         assert_eq!(
             m.on(Event::Signal(Signal::INT, FROM + 1), now),
             [
-                Say(Note::StopDelayCut(Signal::INT, FROM + 1)),
+                Say(Note::Trigger(
+                    Signal::INT,
+                    FROM + 1,
+                    ": a second stop request ends the stop delay"
+                )),
                 Forward(TERM, FROM),
                 Say(Note::StopRequested),
                 ContinueIfStopped
@@ -2017,7 +2070,11 @@ mod tests {
         m.on(Event::Signal(TERM, FROM), t);
         assert_eq!(
             m.on(FrontLost, t),
-            [Say(Note::FrontLostKillTree), ReleaseTerminal, Sweep(KILL)]
+            [
+                Say(Note::Cut("COMMAND's tree")),
+                ReleaseTerminal,
+                Sweep(KILL)
+            ]
         );
         assert_eq!(m.deadline(), None, "the delay is over");
     }
@@ -2075,7 +2132,7 @@ mod tests {
             m.on(DeadlinePassed, t + ms(5_000)),
             [
                 NameSurvivors(Signal::INT),
-                Say(Note::GraceOverKillAll),
+                Say(Note::Line("grace over: killing every descendant left")),
                 Sweep(KILL)
             ]
         );
@@ -2212,7 +2269,7 @@ mod tests {
             }
             assert_eq!(
                 m.on(Event::Signal(TERM, FROM), t),
-                [Say(Note::LateStop(TERM, FROM))]
+                [Say(Note::Trigger(TERM, FROM, ", a stop request the front had when COMMAND ended: not passed on; REAP_CAUSE=cancel"))]
             );
             m.on(TreeEmpty, t);
             assert_eq!(env(&m.on(Answered, t))[2], "REAP_CAUSE=cancel");
@@ -2225,7 +2282,7 @@ mod tests {
             m.on(TreeEmpty, t);
             assert_eq!(
                 m.on(Event::Signal(TERM, FROM), t),
-                [Say(Note::NotPassedOn(TERM, FROM))]
+                [Say(Note::Dropped(TERM, FROM, ": not passed on"))]
             );
             assert_eq!(env(&m.on(Drained, t))[2], "REAP_CAUSE=exit");
         }

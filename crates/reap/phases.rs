@@ -222,11 +222,6 @@ pub struct Back<'a> {
     result_said: bool,
     /// The unit's stop timeout, extended while reap stops.
     extension: Extension,
-    /// The front was lost: `Some(None)` with no stop request before, else
-    /// how long after it (for the `exit` event).
-    front_killed: Option<Option<Duration>>,
-    /// The front's loss cut COMMAND's grace (its tree killed at once).
-    cut: bool,
     /// The vectors of events and actions used up, freed later.
     /// This wake's events and the actions of one (kept: see [`KEPT`]).
     events: Vec<Event>,
@@ -270,8 +265,6 @@ impl<'a> Back<'a> {
             usage: None,
             result_said: false,
             extension: Extension::default(),
-            front_killed: None,
-            cut: false,
             events: Vec::with_capacity(KEPT),
             actions: Vec::with_capacity(KEPT),
         }
@@ -322,20 +315,14 @@ impl<'a> Back<'a> {
         again
     }
 
-    /// The front was lost (the process the supervisor started was killed):
-    /// said once its actions are carried out, COMMAND's tree killed. One
-    /// line even without -v where the kill cut COMMAND's grace.
-    fn front_lost(&mut self) {
-        let stopping = self.machine.stop_at().map(|at| at.elapsed());
-        self.front_killed = Some(stopping);
-        if !std::mem::take(&mut self.cut) {
-            return;
-        }
+    /// The front was lost (the process the supervisor started was killed)
+    /// and its loss cut COMMAND's grace: one line even without -v.
+    fn front_lost(&self) {
         let pid = self.inbox.front.as_ref().map_or(0, |f| f.front_pid);
-        let when = match stopping {
-            Some(d) => format!(
+        let when = match self.machine.stop_at() {
+            Some(at) => format!(
                 "{:.1}s after the stop request, before the grace ({}) ran out",
-                d.as_secs_f64(),
+                at.elapsed().as_secs_f64(),
                 self.config.grace
             ),
             None => "with no stop request before it".to_string(),
@@ -552,9 +539,6 @@ impl<'a> Back<'a> {
             // stop signal sent: its clock is read after the kill, not before.
             self.machine.sent(Instant::now);
             self.actions = actions;
-            if event == Event::FrontLost && self.front_killed.is_none() {
-                self.front_lost();
-            }
         }
     }
 
@@ -704,17 +688,10 @@ impl<'a> Back<'a> {
                 };
                 events::signal(sig, from, how, out);
             }
-            Action::Say(Note::StopDelayed(sig, from) | Note::StopDelayCut(sig, from)) => {
+            Action::Say(Note::StopDelayed(sig, from) | Note::Trigger(sig, from, _)) => {
                 events::signal(sig, from, "trigger", None)
             }
-            Action::Say(Note::StoppingLeftovers(sig, from) | Note::LateStop(sig, from)) => {
-                events::signal(sig, from, "trigger", None)
-            }
-            Action::Say(
-                Note::Dropped(sig, from)
-                | Note::NotPassedOn(sig, from)
-                | Note::DuringCleanup(sig, from),
-            ) => events::signal(sig, from, "dropped", None),
+            Action::Say(Note::Dropped(sig, from, _)) => events::signal(sig, from, "dropped", None),
             Action::StopWithTool(sig) => events::signal(sig, 0, "job-control", None),
             Action::Say(Note::StopRequested) => events::sent(
                 "stop",
@@ -853,9 +830,9 @@ impl<'a> Back<'a> {
                 events::exit_with(
                     status.shell_code(),
                     self.machine.cause().name(),
-                    self.front_killed.is_some(),
+                    self.machine.lost_after().is_some(),
                     &[
-                        ("stopping_ms", self.front_killed.flatten().map(ms)),
+                        ("stopping_ms", self.machine.lost_after().flatten().map(ms)),
                         ("cpu_usec", usage.cpu_usec),
                         ("user_usec", usage.user_usec),
                         ("system_usec", usage.system_usec),
@@ -1116,53 +1093,27 @@ impl<'a> Back<'a> {
     /// The line for a decision of the machine.
     fn say(&mut self, note: Note) {
         match note {
-            Note::NotStarting => {
-                verbose!("the front process is gone before COMMAND started: not starting it")
+            Note::Line(line) => verbose!("{line}"),
+            Note::Cut(what) => {
+                verbose!("the front process is gone: killing {what} at once");
+                self.front_lost()
             }
-            Note::Dropped(sig, from) => verbose!("received {sig} from pid {from}: dropped"),
+            Note::Dropped(sig, from, how) | Note::Trigger(sig, from, how) => {
+                verbose!("received {sig} from pid {from}{how}")
+            }
             Note::StopDelayed(sig, from) => verbose!(
                 "received {sig} from pid {from}: stop delay of {} before it is passed on \
                  (or at the next stop request)",
                 pgkit::Timeout::After(self.config.stop_delay)
             ),
-            Note::StopDelayCut(sig, from) => verbose!(
-                "received {sig} from pid {from}: a second stop request ends the stop delay"
-            ),
             Note::StopRequested => verbose!(
                 "stop requested: COMMAND's tree has {} to exit",
                 self.config.grace
             ),
-            Note::FrontLostKillTree => {
-                self.cut = true;
-                verbose!("the front process is gone: killing COMMAND's tree at once")
-            }
-            Note::GraceOverKillTree => verbose!("grace over: killing COMMAND's tree"),
-            Note::KeepOrphans => verbose!("waiting for leftovers to exit (--keep-orphans)"),
-            Note::FrontLostKillAll => {
-                self.cut = true;
-                verbose!("the front process is gone: killing every descendant at once")
-            }
-            Note::StoppingLeftovers(sig, from) => {
-                verbose!("received {sig} from pid {from}: stopping the leftovers")
-            }
-            Note::NotPassedOn(sig, from) => {
-                verbose!("received {sig} from pid {from}: not passed on")
-            }
-            Note::LateStop(sig, from) => verbose!(
-                "received {sig} from pid {from}, a stop request the front had when COMMAND \
-                 ended: not passed on; REAP_CAUSE=cancel"
-            ),
-            Note::GraceOverKillAll => verbose!("grace over: killing every descendant left"),
             Note::CommandDone(status, cause) => verbose!(
                 "COMMAND {status}; every descendant is gone; cause: {}",
                 cause.name()
             ),
-            Note::FrontLostCleanupGoesOn => {
-                verbose!("the front process is gone; the cleanup goes on")
-            }
-            Note::DuringCleanup(sig, from) => {
-                verbose!("received {sig} from pid {from} during the cleanup: not passed on")
-            }
             Note::CleanupTimedOut => {
                 self.result_said = true;
                 pgkit::warn!(
