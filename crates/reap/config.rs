@@ -80,10 +80,9 @@ pub struct Config {
     pub route: Route,
     /// `--success-status`: COMMAND's statuses that count as 0.
     pub successes: Successes,
-    /// The cleanup's shell command (`--cleanup`).
-    pub cleanup: Option<OsString>,
-    /// The cleanup as an argument vector (`--cleanup-exec`), no shell.
-    pub cleanup_exec: Option<Vec<OsString>>,
+    /// The cleanup's argument vector: `/bin/sh -c CMD` for `--cleanup`,
+    /// the vector as given for `--cleanup-exec`.
+    pub cleanup: Option<Vec<OsString>>,
     pub grace: Timeout,
     /// Stop signal for leftovers (and for the cleanup on its timeout).
     pub signal: Signal,
@@ -104,22 +103,6 @@ pub struct Config {
     /// The signals `--forward` and `--map` named: passed on even when the
     /// caller left them ignored.
     pub named: SigSet,
-}
-
-impl Config {
-    /// The grace period, `None` for `inf`.
-    pub fn grace(&self) -> Option<Duration> {
-        self.grace.duration()
-    }
-
-    /// The cleanup's argument vector: `/bin/sh -c CMD` for `--cleanup`,
-    /// the vector as given for `--cleanup-exec`; `None` without a cleanup.
-    pub fn cleanup_argv(&self) -> Option<Vec<OsString>> {
-        match (&self.cleanup, &self.cleanup_exec) {
-            (Some(cmd), _) => Some(vec!["/bin/sh".into(), "-c".into(), cmd.clone()]),
-            (None, argv) => argv.clone(),
-        }
-    }
 }
 
 /// The version line when reap is invoked as `docker-init` (the name
@@ -315,8 +298,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     Ok(Parsed::Run(Config {
         route,
         successes,
-        cleanup,
-        cleanup_exec: cleanup_exec_argv,
+        cleanup: cleanup
+            .map(|cmd| vec!["/bin/sh".into(), "-c".into(), cmd])
+            .or(cleanup_exec_argv),
         grace,
         signal,
         // `--cleanup-timeout 0` means no limit, as in timeout(1).
@@ -379,8 +363,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.route.forward, SigSet::of(&[Signal::TERM, Signal::USR1]));
-        assert_eq!(c.cleanup.as_deref(), Some("true".as_ref()));
-        assert_eq!(c.grace(), Some(Duration::from_millis(250)));
+        assert_eq!(c.cleanup.unwrap()[2], "true");
+        assert_eq!(c.grace.duration(), Some(Duration::from_millis(250)));
         assert_eq!(c.signal, Signal::INT);
         assert_eq!(c.cleanup_timeout, Timeout::After(Duration::from_secs(60)));
         let zero = run("-c true --cleanup-timeout 0 cmd").unwrap();
@@ -390,14 +374,14 @@ mod tests {
         assert_eq!(c.command, ["cmd", "a"]);
         let c = run("--cleanup=x --exec-cleanup --grace=inf --foreground cmd").unwrap();
         assert!(c.exec_cleanup);
-        assert_eq!(c.grace(), None);
+        assert_eq!(c.grace.duration(), None);
         assert_eq!(c.foreground, Foreground::On);
         let c = run("--stop-all --stop-delay 2s --events 3 cmd").unwrap();
         assert!(c.stop_all);
         assert_eq!(c.stop_delay, Duration::from_secs(2));
         assert_eq!(c.events.as_deref(), Some("3"));
         let c = run("-cx -g5 -sHUP cmd").unwrap();
-        assert_eq!(c.cleanup.as_deref(), Some("x".as_ref()));
+        assert_eq!(c.cleanup.unwrap()[2], "x");
         assert_eq!(c.signal, Signal::HUP);
     }
 
@@ -405,20 +389,19 @@ mod tests {
     fn cleanup_exec_takes_the_arguments_up_to_a_lone_semicolon() {
         let c = run("--cleanup-exec docker rm -f x;y ; -g 1s -- cmd a").unwrap();
         let argv = ["docker", "rm", "-f", "x;y"].map(OsString::from).to_vec();
-        assert_eq!(c.cleanup_exec.as_ref(), Some(&argv));
-        assert_eq!(c.cleanup_argv(), Some(argv));
-        assert_eq!(c.grace(), Some(Duration::from_secs(1)));
+        assert_eq!(c.cleanup, Some(argv));
+        assert_eq!(c.grace.duration(), Some(Duration::from_secs(1)));
         assert_eq!(c.command, ["cmd", "a"]);
         let c = run("--cleanup-exec=/bin/true ; --exec-cleanup cmd").unwrap();
-        assert_eq!(c.cleanup_argv(), Some(vec!["/bin/true".into()]));
+        assert_eq!(c.cleanup, Some(vec!["/bin/true".into()]));
         assert!(c.exec_cleanup);
         // PROG may look like an option.
         let c = run("--cleanup-exec -x -- ; cmd").unwrap();
-        assert_eq!(c.cleanup_argv(), Some(vec!["-x".into(), "--".into()]));
+        assert_eq!(c.cleanup, Some(vec!["-x".into(), "--".into()]));
         let c = run("-c x cmd").unwrap();
         let sh = ["/bin/sh", "-c", "x"].map(OsString::from).to_vec();
-        assert_eq!(c.cleanup_argv(), Some(sh));
-        assert_eq!(run("cmd").unwrap().cleanup_argv(), None);
+        assert_eq!(c.cleanup, Some(sh));
+        assert_eq!(run("cmd").unwrap().cleanup, None);
     }
 
     #[test]

@@ -205,10 +205,10 @@ impl Params {
     pub fn of(config: &Config) -> Params {
         Params {
             forward: config.route.caught(),
-            grace: config.grace(),
+            grace: config.grace.duration(),
             signal: config.signal,
             keep_orphans: config.keep_orphans,
-            cleanup: config.cleanup_argv().is_some(),
+            cleanup: config.cleanup.is_some(),
             cleanup_timeout: config.cleanup_timeout.duration(),
             exec_cleanup: config.exec_cleanup,
             stop_delay: Some(config.stop_delay).filter(|d| !d.is_zero()),

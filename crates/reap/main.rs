@@ -66,8 +66,7 @@ fn run() -> ! {
     let service = notify::Service::new(relay.as_ref());
     // The cleanup's stdout and stderr, where they are pipes or sockets a
     // caller may stop reading: made now, so the front holds them too.
-    let has_cleanup = config.cleanup.is_some() || config.cleanup_exec.is_some();
-    let outlet = (has_cleanup && !config.exec_cleanup)
+    let outlet = (config.cleanup.is_some() && !config.exec_cleanup)
         .then(pgkit::outlet::Outlet::open)
         .flatten();
 

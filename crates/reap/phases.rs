@@ -19,7 +19,7 @@
 //! (an exit, a stop, a deadline) makes that wait return at once.
 
 use crate::config::Config;
-use crate::guardian::{Link, LostBack};
+use crate::guardian::{BackNews, Link, LostBack};
 use crate::machine::{Action, Env, Event, Machine, Note, Params, Phase};
 use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
@@ -32,7 +32,6 @@ use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
 use pgkit::{descend, events, poll, reap, verbose, Child, Signal, Status, Target};
 use std::collections::BTreeSet;
-use std::ffi::OsString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
@@ -327,7 +326,7 @@ impl<'a> Back<'a> {
             ),
             None => "with no stop request before it".to_string(),
         };
-        let then = if self.config.cleanup_argv().is_some() {
+        let then = if self.config.cleanup.is_some() {
             ", then the cleanup runs"
         } else {
             ""
@@ -362,15 +361,15 @@ impl<'a> Back<'a> {
         let news = back.news;
         // The line returned says how the cleanup ended.
         self.result_said = true;
-        verbose!(
-            "the subreaper process (pid {}) {} before it finished: taking over",
+        let head = format!(
+            "the subreaper process (pid {}) {}",
             back.pid,
             ended(back.status)
         );
+        verbose!("{head} before it finished: taking over");
         if let Some(pid) = news.cleanup.or_else(|| spawned_unnoted(&news)) {
-            return self.let_cleanup_finish(back, pid);
+            return self.let_cleanup_finish(news, &head, pid);
         }
-        let role = "COMMAND";
         let known = news.command;
         self.leader = known.and_then(Child::adopt);
         let adopted = self.leader.as_ref().map(|c| c.pid());
@@ -396,19 +395,14 @@ impl<'a> Back<'a> {
         let others = killed.iter().filter(|&&(p, _)| Some(p) != adopted).count();
         let what = match known {
             Some(pid) if running => {
-                format!("killed {role} (pid {pid}) and {others} other process(es)")
+                format!("killed COMMAND (pid {pid}) and {others} other process(es)")
             }
             Some(pid) => {
-                format!("{role} (pid {pid}) had already exited; killed {others} other process(es)")
+                format!("COMMAND (pid {pid}) had already exited; killed {others} other process(es)")
             }
             None if others == 0 => "COMMAND had not been started".to_string(),
             None => format!("killed {others} process(es) (COMMAND's pid was not known yet)"),
         };
-        let head = format!(
-            "the subreaper process (pid {}) {}",
-            back.pid,
-            ended(back.status)
-        );
         self.drive(|_| false);
         match self.machine.cleanup_result() {
             Some(done) => format!(
@@ -424,13 +418,8 @@ impl<'a> Back<'a> {
     /// on until it ends or its `--cleanup-timeout` (counted from its start)
     /// runs out; what it left is swept as after any cleanup; the line says
     /// what happened.
-    fn let_cleanup_finish(&mut self, back: &LostBack, pid: i32) -> String {
-        let news = back.news;
-        let head = format!(
-            "the subreaper process (pid {}) {} during the cleanup",
-            back.pid,
-            ended(back.status)
-        );
+    fn let_cleanup_finish(&mut self, news: BackNews, head: &str, pid: i32) -> String {
+        let head = format!("{head} during the cleanup");
         let deadline = self.config.cleanup_timeout.duration().map(|timeout| {
             let ran = news
                 .cleanup_at_ms
@@ -660,8 +649,7 @@ impl<'a> Back<'a> {
 
     /// The grace in ms for the event log (-1 for inf).
     fn grace_ms(&self) -> i64 {
-        self.config
-            .grace()
+        (self.config.grace.duration())
             .map_or(-1, |g| i64::try_from(g.as_millis()).unwrap_or(i64::MAX))
     }
 
@@ -706,10 +694,11 @@ impl<'a> Back<'a> {
         }
     }
 
-    /// The `stop` or `kill` event of a sweep's round that reached someone:
-    /// the stage's first round (`first`), or the first KILL of the stage
-    /// that reached a newcomer.
-    fn log_sweep(&mut self, sig: Signal, sent: usize, first: bool) {
+    /// A sweep's round, and its `stop` or `kill` event if it reached
+    /// someone: the stage's first round (`first`), or the first KILL of the
+    /// stage that reached a newcomer.
+    fn sweep_round(&mut self, sig: Signal, first: bool) {
+        let sent = self.sweeper.round(sig, self.leader.as_ref());
         let kill = sig == Signal::KILL;
         if first {
             self.kill_logged = false;
@@ -735,27 +724,20 @@ impl<'a> Back<'a> {
     /// Carry out one action of the machine.
     fn act(&mut self, action: Action) -> Option<Event> {
         // Logged once carried out: the event's write(2) is never between a
-        // signal and its passing on. No allocation: only the cleanup's
-        // actions hold an environment, and they have no event here.
-        let logged = match &action {
-            Action::StartCleanup(_) | Action::ExecCleanup(_) => None,
-            other => Some(other.clone()),
-        };
-        let result = self.carry_out(action);
-        if let Some(action) = logged {
-            self.log_event(&action);
-            match action {
-                Action::Say(Note::StopDelayed(sig, _)) => self.held_logged = Some(sig),
-                Action::Forward(sig, _) if self.held_logged == Some(sig) => self.held_logged = None,
-                _ => {}
-            }
+        // signal and its passing on.
+        let result = self.carry_out(&action);
+        self.log_event(&action);
+        match action {
+            Action::Say(Note::StopDelayed(sig, _)) => self.held_logged = Some(sig),
+            Action::Forward(sig, _) if self.held_logged == Some(sig) => self.held_logged = None,
+            _ => {}
         }
         result
     }
 
     /// Carry out one action; the result of a start, for the machine.
-    fn carry_out(&mut self, action: Action) -> Option<Event> {
-        match action {
+    fn carry_out(&mut self, action: &Action) -> Option<Event> {
+        match *action {
             Action::Say(note) => self.say(note),
             Action::StartCommand => return Some(self.start_command()),
             Action::Forward(sig, from) => self.forward(sig, from),
@@ -790,38 +772,31 @@ impl<'a> Back<'a> {
             Action::KillGroup => self.kill_group(),
             Action::Sweep(sig) => {
                 self.sweeper.reset();
-                let sent = self.sweeper.round(sig, self.leader.as_ref());
-                self.log_sweep(sig, sent, true);
+                self.sweep_round(sig, true);
             }
             // Marked processes are not signalled twice.
-            Action::Rewalk(sig) => {
-                if matches!(self.sweeper.finder(), Finder::Proc | Finder::Cgroup) {
-                    let sent = self.sweeper.round(sig, self.leader.as_ref());
-                    self.log_sweep(sig, sent, false);
-                }
+            Action::Rewalk(sig)
+                if matches!(self.sweeper.finder(), Finder::Proc | Finder::Cgroup) =>
+            {
+                self.sweep_round(sig, false)
             }
-            Action::KillNewcomers => {
-                if self
-                    .sweeper
-                    .new_children(self.leader.as_ref().map(|c| c.pid()))
-                {
-                    let sent = self.sweeper.round(Signal::KILL, self.leader.as_ref());
-                    self.log_sweep(Signal::KILL, sent, false);
-                }
+            Action::KillNewcomers if self.sweeper.new_children(self.leader_pid()) => {
+                self.sweep_round(Signal::KILL, false)
             }
+            Action::Rewalk(_) | Action::KillNewcomers => {}
             Action::ReapLeader => self.reap_leader(),
             Action::ReportStatus(status) => {
                 if let Some(front) = &self.inbox.front {
                     front.command_status(status);
                 }
             }
-            Action::StartCleanup(env) => {
+            Action::StartCleanup(ref env) => {
                 self.remove_cgroup();
-                return Some(self.start_cleanup(env));
+                return Some(self.start_cleanup(env.clone()));
             }
-            Action::ExecCleanup(env) => {
+            Action::ExecCleanup(ref env) => {
                 self.remove_cgroup();
-                return Some(self.exec_cleanup(env));
+                return Some(self.exec_cleanup(env.clone()));
             }
             Action::Exit(status) => {
                 self.remove_cgroup();
@@ -977,8 +952,7 @@ impl<'a> Back<'a> {
     /// The cleanup (`/bin/sh -c CMD`, or `--cleanup-exec`'s vector) in a
     /// new process group.
     fn cleanup_spawn(&self, env: Env) -> Spawn<'static> {
-        let argv: Vec<OsString> = self.config.cleanup_argv().unwrap_or_default();
-        let mut spawn = Spawn::new(&argv);
+        let mut spawn = Spawn::new(self.config.cleanup.as_deref().unwrap_or_default());
         spawn.isolation(Isolation::Group);
         Service::cleanup(&mut spawn);
         for (key, value) in env {
@@ -1149,7 +1123,7 @@ fn signals_only_while_running(phase: Phase, events: &[Event], extra_ready: bool)
 /// one in a group of its own, as the cleanup is started. None if the back
 /// had not reached the cleanup, or no such child is there (the spawn did
 /// not happen, or `/proc` cannot say, and the cleanup is run).
-fn spawned_unnoted(news: &crate::guardian::BackNews) -> Option<i32> {
+fn spawned_unnoted(news: &BackNews) -> Option<i32> {
     news.cleanup_at_ms?;
     let pid = descend::children()?
         .into_iter()

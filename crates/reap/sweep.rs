@@ -447,7 +447,7 @@ impl Sweeper {
     /// signalled (forked after the last walk, or re-parented to us from a
     /// depth the walk did not see). Cheap: one read of our children list,
     /// and a start-time check only for a process first seen deeper down.
-    pub fn new_children(&mut self, except: Option<i32>) -> bool {
+    pub fn new_children(&mut self, except: i32) -> bool {
         if self.finder() == Finder::Cgroup {
             // The KILL stage: a member is left (forked since the last
             // round, or moved in); those guarded make the round a walk
@@ -464,7 +464,7 @@ impl Sweeper {
             return false;
         };
         let mut new = false;
-        for pid in children.into_iter().filter(|&p| Some(p) != except) {
+        for pid in children.into_iter().filter(|&p| p != except) {
             match self.marks.get_mut(&pid) {
                 Some(m) if m.direct => {}
                 Some(m) => match descend::stat(pid) {

@@ -59,13 +59,7 @@ impl Terminal {
                 link.stop_front(sig);
             }
             Some(front) if self.jobs.handed_over && tty::is_job_stop(sig) => {
-                if tty::foreground_group() == Some(child.pid()) {
-                    let _ = tty::give_to(front.front_pgid);
-                }
-                if !front.stop_front(sig) {
-                    // No front to follow: do not leave COMMAND stopped.
-                    let _ = child.signal(Target::Group, Signal::CONT);
-                }
+                stop_front(front, child, sig)
             }
             _ => self.jobs.on_stop(child, sig),
         }
@@ -81,12 +75,7 @@ impl Terminal {
         verbose!("received {sig}: stopping COMMAND's group, then the front");
         let _ = child.signal(Target::Group, Signal::STOP);
         self.jobs.mark_stopped();
-        if tty::foreground_group() == Some(child.pid()) {
-            let _ = tty::give_to(front.front_pgid);
-        }
-        if !front.stop_front(sig) {
-            let _ = child.signal(Target::Group, Signal::CONT);
-        }
+        stop_front(front, child, sig)
     }
 
     /// The front was continued (or reap received CONT): continue COMMAND
@@ -126,5 +115,17 @@ impl Terminal {
             Some(_) => {}
             None => tty::take_back_from(child_pgid),
         }
+    }
+}
+
+/// COMMAND stopped: the terminal back to the front's group if COMMAND's
+/// had it, and the front stopped by `sig` too.
+fn stop_front(front: &Link, child: &Child, sig: Signal) {
+    if tty::foreground_group() == Some(child.pid()) {
+        let _ = tty::give_to(front.front_pgid);
+    }
+    if !front.stop_front(sig) {
+        // No front to follow: do not leave COMMAND stopped.
+        let _ = child.signal(Target::Group, Signal::CONT);
     }
 }
