@@ -136,7 +136,9 @@ pub enum Note {
     StopDelayed(Signal, i32),
     CommandDone(Status, Cause),
     CleanupTimedOut,
-    CleanupResult(Status),
+    /// The cleanup's result; said even without -v if it failed and no
+    /// other line says so (the timeout's, or the front's after taking over).
+    CleanupResult(Status, bool),
     Exiting(Status),
 }
 
@@ -371,6 +373,12 @@ impl Machine {
         (self.command).unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
     }
 
+    /// The cleanup was stopped at its timeout and not seen exiting yet
+    /// (its exit is said once, as it is seen).
+    pub fn timed_out_unseen(&self) -> bool {
+        self.timed_out && self.cleanup.is_none()
+    }
+
     /// The cleanup's result as it counts (124 after `--cleanup-timeout`),
     /// once known.
     pub fn cleanup_result(&self) -> Option<Status> {
@@ -416,13 +424,17 @@ impl Machine {
         self.stop_at
     }
 
-    /// The first stop request came `now` (`None`: at the moment the
-    /// actions are carried out, see [`Machine::sent`]).
-    fn mark_stop(&mut self, now: Option<Instant>) {
-        if self.stop_at.is_none() {
-            self.stop_at = now;
-            self.stop_unstarted = now.is_none();
-        }
+    /// The first stop request came: at the moment the actions are carried
+    /// out (see [`Machine::sent`]).
+    fn mark_stop(&mut self) {
+        self.stop_unstarted |= self.stop_at.is_none();
+    }
+
+    /// COMMAND runs, its deadline `after` from the moment the actions are
+    /// carried out (see [`Machine::sent`]; `None`: never).
+    fn arm(&mut self, after: Option<Duration>) {
+        self.phase = Phase::Run { deadline: None };
+        self.unstarted = after;
     }
 
     /// The next instant at which something happens by itself: the end of
@@ -454,7 +466,7 @@ impl Machine {
     /// `clock_gettime`, each read is a system call.
     pub fn on_into(&mut self, event: Event, now: impl FnOnce() -> Instant, out: &mut Vec<Action>) {
         match (self.phase, event) {
-            (Phase::Run { .. }, Event::Signal(sig, from)) => self.pass_on(sig, from, None, out),
+            (Phase::Run { .. }, Event::Signal(sig, from)) => self.pass_on(sig, from, out),
             (_, event) => out.extend(self.on(event, now())),
         }
     }
@@ -476,10 +488,17 @@ impl Machine {
         }
     }
 
-    /// Feed one event; returns what to do, in order.
+    /// Feed one event; returns what to do, in order. A deadline left
+    /// unstarted by `on_into` starts no later than this, and one this
+    /// event starts starts `now`.
     pub fn on(&mut self, event: Event, now: Instant) -> Vec<Action> {
-        // A deadline left unstarted by `on_into` starts no later than this.
         self.sent(|| now);
+        let actions = self.step(event, now);
+        self.sent(|| now);
+        actions
+    }
+
+    fn step(&mut self, event: Event, now: Instant) -> Vec<Action> {
         if event == Event::FrontLost && !self.lost {
             self.lost = true;
             self.lost_after = Some(self.stop_at.map(|at| now.saturating_duration_since(at)));
@@ -508,7 +527,7 @@ impl Machine {
                 Event::Signal(sig, from),
             ) if self.awaiting() && !self.cancel && stop(sig) => {
                 self.cancel = true;
-                self.mark_stop(Some(now));
+                self.mark_stop();
                 vec![Action::Say(Note::Trigger(sig, from, ", a stop request the front had when COMMAND ended: not passed on; REAP_CAUSE=cancel"))]
             }
             (Phase::Start, Event::Signal(sig, from)) => {
@@ -531,7 +550,7 @@ impl Machine {
                 self.phase = Phase::Run { deadline: None };
                 let mut actions = Vec::new();
                 for (sig, from) in std::mem::take(&mut self.held) {
-                    self.pass_on(sig, from, Some(now), &mut actions);
+                    self.pass_on(sig, from, &mut actions);
                 }
                 actions
             }
@@ -540,7 +559,7 @@ impl Machine {
             }
             (Phase::Run { .. }, Event::Signal(sig, from)) => {
                 let mut actions = Vec::new();
-                self.pass_on(sig, from, Some(now), &mut actions);
+                self.pass_on(sig, from, &mut actions);
                 actions
             }
             (Phase::Run { .. }, Event::FrontLost) => {
@@ -569,7 +588,7 @@ impl Machine {
             }
             (Phase::Run { .. }, Event::DeadlinePassed) if self.delayed.is_some() => {
                 let mut actions = Vec::new();
-                self.release(Some(now), &mut actions);
+                self.release(&mut actions);
                 actions
             }
             (Phase::Run { .. }, Event::DeadlinePassed) => {
@@ -599,7 +618,7 @@ impl Machine {
                 Event::Signal(sig, from),
             ) if stop(sig) => {
                 self.cancel = true;
-                self.mark_stop(Some(now));
+                self.mark_stop();
                 let actions = vec![Action::Say(Note::Trigger(
                     sig,
                     from,
@@ -649,7 +668,10 @@ impl Machine {
             (Phase::Sweep { .. }, Event::TreeEmpty) => {
                 let result = self.cleanup_result();
                 let mut actions: Vec<Action> = result
-                    .map(|r| Action::Say(Note::CleanupResult(r)))
+                    .map(|r| {
+                        let said = self.timed_out || self.takeover || r == Status::Exited(0);
+                        Action::Say(Note::CleanupResult(r, !said))
+                    })
                     .into_iter()
                     .collect();
                 actions.extend(self.finish(result));
@@ -708,10 +730,8 @@ impl Machine {
     }
 
     /// What a signal received while COMMAND runs asks for, onto `actions`:
-    /// pass it on, or drop it. A deadline it starts counts from `now`, or,
-    /// with none, from the moment the actions are carried out
-    /// ([`Machine::sent`]).
-    fn pass_on(&mut self, sig: Signal, from: i32, now: Option<Instant>, actions: &mut Vec<Action>) {
+    /// pass it on, or drop it.
+    fn pass_on(&mut self, sig: Signal, from: i32, actions: &mut Vec<Action>) {
         if sig == Signal::CHLD {
             return;
         }
@@ -740,42 +760,32 @@ impl Machine {
                 from,
                 ": a second stop request ends the stop delay",
             )));
-            self.release(now, actions);
+            self.release(actions);
             return;
         }
         if let Some(delay) = self.params.stop_delay.filter(|_| !self.cancel) {
             self.cancel = true;
-            self.mark_stop(now);
+            self.mark_stop();
             self.delayed = Some((sig, from));
-            self.phase = Phase::Run {
-                deadline: self.start(now, Some(delay)),
-            };
+            self.arm(Some(delay));
             actions.push(Action::Say(Note::StopDelayed(sig, from)));
             return;
         }
-        self.stop_request(sig, from, now, actions);
+        self.stop_request(sig, from, actions);
     }
 
     /// A stop request passed on: to COMMAND's group (`--stop-all`: to
     /// every descendant); the first starts the grace.
-    fn stop_request(
-        &mut self,
-        sig: Signal,
-        from: i32,
-        now: Option<Instant>,
-        actions: &mut Vec<Action>,
-    ) {
+    fn stop_request(&mut self, sig: Signal, from: i32, actions: &mut Vec<Action>) {
         actions.push(Action::Forward(sig, from));
         if self.params.stop_all {
             actions.push(Action::StopAll(sig));
         }
         if !self.cancel {
             self.cancel = true;
-            self.mark_stop(now);
+            self.mark_stop();
             self.stop_sig = sig;
-            self.phase = Phase::Run {
-                deadline: self.start(now, self.params.grace),
-            };
+            self.arm(self.params.grace);
             actions.push(Action::Say(Note::StopRequested));
         }
         // A stopped process acts on nothing but KILL until continued.
@@ -784,13 +794,13 @@ impl Machine {
 
     /// The stop delay is over (or cut short): the held stop request is
     /// passed on, and the grace starts now.
-    fn release(&mut self, now: Option<Instant>, actions: &mut Vec<Action>) {
+    fn release(&mut self, actions: &mut Vec<Action>) {
         let Some((sig, from)) = self.delayed.take() else {
             return;
         };
         self.phase = Phase::Run { deadline: None };
         self.cancel = false;
-        self.stop_request(sig, from, now, actions);
+        self.stop_request(sig, from, actions);
     }
 
     /// Enter a sweep at `stage`: `actions`, then the sweep's first.
@@ -840,20 +850,6 @@ impl Machine {
             return vec![Action::Exit(Status::Exited(pgkit::error::TOOL_FAILED))];
         }
         vec![Action::Say(Note::Exiting(last)), Action::Exit(last)]
-    }
-
-    /// A Run deadline `after` from `now`, or from the moment the actions
-    /// are carried out where `now` is not given (left to
-    /// [`Machine::sent`]). `None`: never (`inf`, or too far to represent:
-    /// the longest wait there is).
-    fn start(&mut self, now: Option<Instant>, after: Option<Duration>) -> Option<Instant> {
-        match now {
-            Some(now) => after.and_then(|d| now.checked_add(d)),
-            None => {
-                self.unstarted = after;
-                None
-            }
-        }
     }
 
     fn grace_from(&self, now: Instant) -> Option<Instant> {
@@ -1631,7 +1627,7 @@ mod tests {
         assert_eq!(
             m.on(TreeEmpty, t2 + ms(1_001)),
             [
-                Say(Note::CleanupResult(Status::Exited(124))),
+                Say(Note::CleanupResult(Status::Exited(124), false)),
                 Say(Note::Exiting(Status::Exited(124))),
                 Exit(Status::Exited(124))
             ]
@@ -1666,7 +1662,7 @@ mod tests {
         assert_eq!(
             end,
             [
-                Say(Note::CleanupResult(ok())),
+                Say(Note::CleanupResult(ok(), false)),
                 Say(Note::Exiting(Status::Exited(3))),
                 Exit(Status::Exited(3))
             ]
@@ -1933,7 +1929,7 @@ mod tests {
         assert_eq!(
             end,
             [
-                Say(Note::CleanupResult(Status::Exited(4))),
+                Say(Note::CleanupResult(Status::Exited(4), false)),
                 Exit(Status::Exited(125))
             ]
         );

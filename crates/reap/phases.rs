@@ -210,15 +210,10 @@ pub struct Back<'a> {
     service: Service,
     /// The `kill` event of the current KILL stage was written.
     kill_logged: bool,
-    /// The cleanup's `cleanup_exited` event was written.
-    cleanup_logged: bool,
     /// The stop request held by `--stop-delay`, already logged.
     held_logged: Option<Signal>,
     /// What COMMAND's cgroup used (`--cgroup`), read as it was removed.
     usage: Option<pgkit::cgroup::Usage>,
-    /// The cleanup's failure is said by another line already (its
-    /// timeout's, or the front's summary after taking over).
-    result_said: bool,
     /// The unit's stop timeout, extended while reap stops.
     extension: Extension,
     /// The vectors of events and actions used up, freed later.
@@ -258,11 +253,9 @@ impl<'a> Back<'a> {
             back_marks,
             exit: None,
             service,
-            cleanup_logged: false,
             held_logged: None,
             kill_logged: false,
             usage: None,
-            result_said: false,
             extension: Extension::default(),
             events: Vec::with_capacity(KEPT),
             actions: Vec::with_capacity(KEPT),
@@ -359,8 +352,6 @@ impl<'a> Back<'a> {
     /// what happened.
     pub fn recover(mut self, back: &LostBack) -> String {
         let news = back.news;
-        // The line returned says how the cleanup ended.
-        self.result_said = true;
         let head = format!(
             "the subreaper process (pid {}) {}",
             back.pid,
@@ -586,7 +577,6 @@ impl<'a> Back<'a> {
                 self.cleanup_mark = Default::default();
                 self.back_marks.cleanup_ended();
                 events::cleanup_exited(child.pid(), status);
-                self.cleanup_logged = true;
                 return self.feed(Event::CleanupExited(status));
             }
             None => {}
@@ -616,15 +606,8 @@ impl<'a> Back<'a> {
         let keep = self.leader.as_ref().filter(|c| !c.is_reaped());
         self.reap_adopted(keep.map(|c| c.pid()));
         if let Some(status) = self.leader.as_mut().and_then(|c| c.peek_exit()) {
-            if let Phase::Sweep {
-                for_command: false, ..
-            } = self.machine.phase()
-            {
-                // Stopped at its timeout (else said as it exited).
-                if !self.cleanup_logged {
-                    events::cleanup_exited(self.leader_pid(), status);
-                }
-                self.cleanup_logged = true;
+            if self.machine.timed_out_unseen() {
+                events::cleanup_exited(self.leader_pid(), status);
             }
             let pin = self.sweeper.needs_pin();
             self.feed(Event::LeaderExited { status, pin });
@@ -1089,7 +1072,6 @@ impl<'a> Back<'a> {
                 cause.name()
             ),
             Note::CleanupTimedOut => {
-                self.result_said = true;
                 pgkit::warn!(
                     "the cleanup ran longer than --cleanup-timeout {}: stopping it (status 124)",
                     self.config.cleanup_timeout
@@ -1097,11 +1079,10 @@ impl<'a> Back<'a> {
             }
             // A failed or killed cleanup is said even without -v (as the
             // survivors are): a CI log must show why reap's status is not 0.
-            Note::CleanupResult(result @ Status::Exited(0)) => verbose!("cleanup {result}"),
-            Note::CleanupResult(result) if !self.result_said => {
+            Note::CleanupResult(result, true) => {
                 pgkit::warn!("cleanup {}", ended(result))
             }
-            Note::CleanupResult(result) => verbose!("cleanup {}", ended(result)),
+            Note::CleanupResult(result, false) => verbose!("cleanup {}", ended(result)),
             Note::Exiting(last) => verbose!("exiting: {last}"),
         }
     }
