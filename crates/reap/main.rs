@@ -19,7 +19,6 @@ mod sweep;
 mod terminal;
 
 use guardian::Split;
-use pgkit::sigfd::SignalFd;
 use pgkit::startup::{self, Startup};
 use pgkit::{cli, events, exit, log, notify, reap, verbose, Error, SigSet};
 use phases::{Back, Inbox};
@@ -74,9 +73,13 @@ fn run() -> ! {
     let mut leftover = None;
     // Held while the back lives (--exec-cleanup's exec closes them).
     let mut back_marks = pgkit::guard::Marked::default();
-    let (link, signals) = if reap::is_pid1() {
+    let (mut link, mut lost) = (None, None);
+    // Read once before COMMAND starts: a refused read ends reap here, with
+    // nothing started (split, the front does so before its fork). What came
+    // already goes to the back's machine first.
+    let (signals, early) = if reap::is_pid1() {
         verbose!("running as PID 1: reaping every orphan of the namespace");
-        (None, None)
+        guardian::open_signals(caught).unwrap_or_else(|e| e.exit())
     } else {
         let split = guardian::split(caught).unwrap_or_else(|e| {
             drop(relay.take()); // the socket goes with it
@@ -88,58 +91,35 @@ fn run() -> ! {
                 // The front starts nothing that should get the activated
                 // descriptors (the back has its own copies).
                 service.command_started();
-                let (lost, signals, relay) = front.run(relay);
-                let inbox = Inbox::new(signals, None, relay, outlet, None, Vec::new());
-                let line = Back::new(
-                    &config,
-                    &startup,
-                    inbox,
-                    handed_over,
-                    cgroup,
-                    Default::default(),
-                    Default::default(),
-                )
-                .recover(&lost);
-                pgkit::warn!("{line}");
-                exit::exit_code(pgkit::error::TOOL_FAILED)
+                let (back, signals, front_relay) = front.run(relay.take());
+                (relay, lost) = (front_relay, Some(back));
+                (signals, Vec::new())
             }
-            Split::Back(mut link, signals) => {
+            Split::Back(mut back_link, signals) => {
                 // The front relays; this copy only passes the path on, and
                 // removes the socket if the front is killed.
-                link.relays = relay.is_some();
+                back_link.relays = relay.is_some();
                 leftover = relay.take().map(notify::Relay::disown);
                 if let Err(e) = reap::become_subreaper() {
                     // The front ends as the back does, without a line of
                     // its own.
-                    link.finished(Some(pgkit::Status::Exited(pgkit::error::TOOL_FAILED)));
+                    back_link.finished(Some(pgkit::Status::Exited(pgkit::error::TOOL_FAILED)));
                     Error::sys("become a child subreaper", e).exit()
                 }
                 // Before COMMAND exists: an outer graceful's deadline spares
                 // this process (pgkit::guard).
-                let marked = pgkit::guard::mark(pgkit::guard::Role::Back);
-                if marked.count() > 0 {
-                    let n = marked.count();
+                back_marks = pgkit::guard::mark(pgkit::guard::Role::Back);
+                if back_marks.count() > 0 {
+                    let n = back_marks.count();
                     verbose!("marked as reap's subreaper process for {n} outer graceful(s)");
                 }
-                back_marks = marked;
-                (Some(link), Some(signals))
+                link = Some(back_link);
+                (signals, Vec::new())
             }
         }
     };
-    // As PID 1, read once before COMMAND starts: a refused read ends reap
-    // here, with nothing started (split reap's front did so before its
-    // fork). What came already goes to the back's machine first.
-    let mut early = Vec::new();
-    let signals = signals.unwrap_or_else(|| {
-        let signals =
-            SignalFd::open(caught).unwrap_or_else(|e| Error::sys("open a signalfd", e).exit());
-        signals
-            .drain_into(&mut early)
-            .unwrap_or_else(|e| Error::sys("read its signalfd", e).exit());
-        signals
-    });
     let inbox = Inbox::new(signals, link, relay, outlet, leftover, early);
-    let status = Back::new(
+    let back = Back::new(
         &config,
         &startup,
         inbox,
@@ -147,9 +127,14 @@ fn run() -> ! {
         cgroup,
         service,
         back_marks,
-    )
-    .run();
-    exit::finish(status)
+    );
+    match lost {
+        Some(lost) => {
+            pgkit::warn!("{}", back.recover(&lost));
+            exit::exit_code(pgkit::error::TOOL_FAILED)
+        }
+        None => exit::finish(back.run()),
+    }
 }
 
 /// Invoked as `docker-init` (`dockerd --init-path`): answer `--version` in
