@@ -159,20 +159,14 @@ pub enum Phase {
     Start,
     /// COMMAND runs; after a stop request, its tree is killed at
     /// `deadline` (`None`: none asked for, or a grace of `inf`).
-    Run {
-        deadline: Option<Instant>,
-    },
-    /// Leftovers are swept: COMMAND's (`for_command`), or the cleanup's.
-    Sweep {
-        stage: Stage,
-        for_command: bool,
-    },
+    Run(Option<Instant>),
+    /// Leftovers are swept at this stage: COMMAND's (true), or the
+    /// cleanup's.
+    Sweep(Stage, bool),
     /// COMMAND's tree is gone; the cleanup is next.
     Settle,
     /// The cleanup runs; stopped at `deadline` (`--cleanup-timeout`).
-    Cleanup {
-        deadline: Option<Instant>,
-    },
+    Cleanup(Option<Instant>),
     Done,
 }
 
@@ -333,7 +327,7 @@ impl Machine {
         let mut m = Machine::taking_over(params, command);
         m.cancel = cause == Some(Cause::Cancel);
         m.lost = cause.map_or(true, |c| c == Cause::Lost);
-        m.phase = Phase::Cleanup { deadline };
+        m.phase = Phase::Cleanup(deadline);
         m
     }
 
@@ -392,15 +386,7 @@ impl Machine {
     /// reap is stopping: a stop request came (and was passed on, or is held
     /// by `--stop-delay`), or the cleanup runs (or its leftovers are swept).
     pub fn stopping(&self) -> bool {
-        self.cancel
-            || matches!(
-                self.phase,
-                Phase::Cleanup { .. }
-                    | Phase::Sweep {
-                        for_command: false,
-                        ..
-                    }
-            )
+        self.cancel || matches!(self.phase, Phase::Cleanup(_) | Phase::Sweep(_, false))
     }
 
     /// A front is still to answer (see [`Event::Answered`]).
@@ -433,7 +419,7 @@ impl Machine {
     /// COMMAND runs, its deadline `after` from the moment the actions are
     /// carried out (see [`Machine::sent`]; `None`: never).
     fn arm(&mut self, after: Option<Duration>) {
-        self.phase = Phase::Run { deadline: None };
+        self.phase = Phase::Run(None);
         self.unstarted = after;
     }
 
@@ -441,11 +427,8 @@ impl Machine {
     /// a grace, or the cleanup's timeout.
     pub fn deadline(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Run { deadline } | Phase::Cleanup { deadline } => deadline,
-            Phase::Sweep {
-                stage: Stage::Stop(deadline),
-                ..
-            } => deadline,
+            Phase::Run(deadline) | Phase::Cleanup(deadline) => deadline,
+            Phase::Sweep(Stage::Stop(deadline), _) => deadline,
             _ => None,
         }
     }
@@ -466,7 +449,7 @@ impl Machine {
     /// `clock_gettime`, each read is a system call.
     pub fn on_into(&mut self, event: Event, now: impl FnOnce() -> Instant, out: &mut Vec<Action>) {
         match (self.phase, event) {
-            (Phase::Run { .. }, Event::Signal(sig, from)) => self.pass_on(sig, from, out),
+            (Phase::Run(_), Event::Signal(sig, from)) => self.pass_on(sig, from, out),
             (_, event) => out.extend(self.on(event, now())),
         }
     }
@@ -482,7 +465,7 @@ impl Machine {
             self.stop_at = Some(now);
         }
         if let Some(after) = self.unstarted.take() {
-            if let Phase::Run { deadline } = &mut self.phase {
+            if let Phase::Run(deadline) = &mut self.phase {
                 *deadline = now.checked_add(after);
             }
         }
@@ -519,11 +502,7 @@ impl Machine {
             // request it had by then may have come before the end (a
             // paused front hands it over late), and counts.
             (
-                Phase::Settle
-                | Phase::Sweep {
-                    for_command: true,
-                    stage: Stage::Stop(_) | Stage::Kill,
-                },
+                Phase::Settle | Phase::Sweep(Stage::Stop(_) | Stage::Kill, true),
                 Event::Signal(sig, from),
             ) if self.awaiting() && !self.cancel && stop(sig) => {
                 self.cancel = true;
@@ -547,7 +526,7 @@ impl Machine {
             }
             (Phase::Start, Event::Drained) => vec![Action::StartCommand],
             (Phase::Start, Event::CommandStarted) => {
-                self.phase = Phase::Run { deadline: None };
+                self.phase = Phase::Run(None);
                 let mut actions = Vec::new();
                 for (sig, from) in std::mem::take(&mut self.held) {
                     self.pass_on(sig, from, &mut actions);
@@ -557,19 +536,19 @@ impl Machine {
             (Phase::Start, Event::CommandStartFailed(code)) => {
                 self.command_done(Status::Exited(code))
             }
-            (Phase::Run { .. }, Event::Signal(sig, from)) => {
+            (Phase::Run(_), Event::Signal(sig, from)) => {
                 let mut actions = Vec::new();
                 self.pass_on(sig, from, &mut actions);
                 actions
             }
-            (Phase::Run { .. }, Event::FrontLost) => {
+            (Phase::Run(_), Event::FrontLost) => {
                 let actions = vec![
                     Action::Say(Note::Cut("COMMAND's tree")),
                     Action::ReleaseTerminal,
                 ];
                 self.sweep(actions, Stage::Kill, true)
             }
-            (Phase::Run { deadline }, Event::CommandExited(status)) => {
+            (Phase::Run(deadline), Event::CommandExited(status)) => {
                 self.command = Some(status);
                 self.reported = Some(status);
                 let stage = match deadline {
@@ -586,12 +565,12 @@ impl Machine {
                 let actions = vec![Action::ReportStatus(status), Action::ReleaseTerminal];
                 self.sweep(actions, stage, true)
             }
-            (Phase::Run { .. }, Event::DeadlinePassed) if self.delayed.is_some() => {
+            (Phase::Run(_), Event::DeadlinePassed) if self.delayed.is_some() => {
                 let mut actions = Vec::new();
                 self.release(&mut actions);
                 actions
             }
-            (Phase::Run { .. }, Event::DeadlinePassed) => {
+            (Phase::Run(_), Event::DeadlinePassed) => {
                 let actions = vec![
                     Action::NameSurvivors(self.stop_sig),
                     Action::Say(Note::Line("grace over: killing COMMAND's tree")),
@@ -599,24 +578,12 @@ impl Machine {
                 ];
                 self.sweep(actions, Stage::Kill, true)
             }
-            (
-                Phase::Sweep {
-                    stage,
-                    for_command: true,
-                },
-                Event::FrontLost,
-            ) if stage != Stage::Kill => self.sweep(
+            (Phase::Sweep(stage, true), Event::FrontLost) if stage != Stage::Kill => self.sweep(
                 vec![Action::Say(Note::Cut("every descendant"))],
                 Stage::Kill,
                 true,
             ),
-            (
-                Phase::Sweep {
-                    stage: Stage::Wait,
-                    for_command: true,
-                },
-                Event::Signal(sig, from),
-            ) if stop(sig) => {
+            (Phase::Sweep(Stage::Wait, true), Event::Signal(sig, from)) if stop(sig) => {
                 self.cancel = true;
                 self.mark_stop();
                 let actions = vec![Action::Say(Note::Trigger(
@@ -626,10 +593,10 @@ impl Machine {
                 ))];
                 self.sweep(actions, Stage::Stop(self.grace_from(now)), true)
             }
-            (Phase::Sweep { .. } | Phase::Settle, Event::Signal(sig, from)) => {
+            (Phase::Sweep(..) | Phase::Settle, Event::Signal(sig, from)) => {
                 vec![Action::Say(Note::Dropped(sig, from, ": not passed on"))]
             }
-            (Phase::Sweep { stage, for_command }, Event::LeaderExited { status, pin }) => {
+            (Phase::Sweep(stage, for_command), Event::LeaderExited { status, pin }) => {
                 if for_command {
                     self.command = Some(status);
                 } else {
@@ -643,7 +610,7 @@ impl Machine {
                     vec![Action::ReapLeader]
                 }
             }
-            (Phase::Sweep { for_command, .. }, Event::DeadlinePassed) => {
+            (Phase::Sweep(_, for_command), Event::DeadlinePassed) => {
                 let actions = vec![
                     Action::NameSurvivors(self.params.signal),
                     Action::Say(Note::Line("grace over: killing every descendant left")),
@@ -654,18 +621,13 @@ impl Machine {
             // only our direct children: a process that ignores the stop
             // signal may have forked since the last walk, and its child is
             // not ours (it has a live parent).
-            (Phase::Sweep { stage, .. }, Event::TreeRemains) => match stage {
+            (Phase::Sweep(stage, _), Event::TreeRemains) => match stage {
                 Stage::Stop(_) => vec![Action::Rewalk(self.params.signal)],
                 Stage::Kill => vec![Action::KillNewcomers],
                 Stage::Wait => Vec::new(),
             },
-            (
-                Phase::Sweep {
-                    for_command: true, ..
-                },
-                Event::TreeEmpty,
-            ) => self.command_done(self.command()),
-            (Phase::Sweep { .. }, Event::TreeEmpty) => {
+            (Phase::Sweep(_, true), Event::TreeEmpty) => self.command_done(self.command()),
+            (Phase::Sweep(..), Event::TreeEmpty) => {
                 let result = self.cleanup_result();
                 let mut actions: Vec<Action> = result
                     .map(|r| {
@@ -691,26 +653,26 @@ impl Machine {
             }
             (Phase::Settle, Event::CleanupStarted) => {
                 let deadline = self.params.cleanup_timeout.and_then(|d| now.checked_add(d));
-                self.phase = Phase::Cleanup { deadline };
+                self.phase = Phase::Cleanup(deadline);
                 Vec::new()
             }
             (Phase::Settle, Event::CleanupStartFailed(code)) => {
                 self.cleanup = Some(Status::Exited(code));
                 self.finish(Some(Status::Exited(code)))
             }
-            (Phase::Cleanup { .. }, Event::FrontLost) => {
+            (Phase::Cleanup(_), Event::FrontLost) => {
                 vec![Action::Say(Note::Line(
                     "the front process is gone; the cleanup goes on",
                 ))]
             }
-            (Phase::Cleanup { .. }, Event::Signal(sig, from)) => {
+            (Phase::Cleanup(_), Event::Signal(sig, from)) => {
                 vec![Action::Say(Note::Dropped(
                     sig,
                     from,
                     " during the cleanup: not passed on",
                 ))]
             }
-            (Phase::Cleanup { .. }, Event::CleanupExited(status)) => {
+            (Phase::Cleanup(_), Event::CleanupExited(status)) => {
                 self.cleanup = Some(status);
                 let stage = if self.params.keep_orphans {
                     Stage::Wait
@@ -719,7 +681,7 @@ impl Machine {
                 };
                 self.sweep(Vec::new(), stage, false)
             }
-            (Phase::Cleanup { .. }, Event::DeadlinePassed) => {
+            (Phase::Cleanup(_), Event::DeadlinePassed) => {
                 self.timed_out = true;
                 let actions = vec![Action::Say(Note::CleanupTimedOut)];
                 self.sweep(actions, Stage::Stop(self.grace_from(now)), false)
@@ -798,7 +760,7 @@ impl Machine {
         let Some((sig, from)) = self.delayed.take() else {
             return;
         };
-        self.phase = Phase::Run { deadline: None };
+        self.phase = Phase::Run(None);
         self.cancel = false;
         self.stop_request(sig, from, actions);
     }
@@ -806,7 +768,7 @@ impl Machine {
     /// Enter a sweep at `stage`: `actions`, then the sweep's first.
     fn sweep(&mut self, mut actions: Vec<Action>, stage: Stage, for_command: bool) -> Vec<Action> {
         self.delayed = None;
-        self.phase = Phase::Sweep { stage, for_command };
+        self.phase = Phase::Sweep(stage, for_command);
         actions.push(match stage {
             Stage::Wait => {
                 Action::Say(Note::Line("waiting for leftovers to exit (--keep-orphans)"))
@@ -921,7 +883,7 @@ mod tests {
         assert_eq!(m.phase(), Phase::Start);
         assert_eq!(m.on(Drained, t), [StartCommand]);
         assert_eq!(m.on(CommandStarted, t), []);
-        assert_eq!(m.phase(), Phase::Run { deadline: None });
+        assert_eq!(m.phase(), Phase::Run(None));
         m
     }
 
@@ -999,7 +961,7 @@ mod tests {
         );
         assert_eq!(m.on(Event::Signal(Signal::CHLD, FROM), t), []);
         assert_eq!(m.deadline(), None, "no stop request: no grace");
-        assert_eq!(m.phase(), Phase::Run { deadline: None });
+        assert_eq!(m.phase(), Phase::Run(None));
     }
 
     #[test]
@@ -1102,13 +1064,7 @@ mod tests {
                 Sweep(KILL)
             ]
         );
-        assert_eq!(
-            m.phase(),
-            Phase::Sweep {
-                stage: Stage::Kill,
-                for_command: true
-            }
-        );
+        assert_eq!(m.phase(), Phase::Sweep(Stage::Kill, true));
         assert_eq!(m.deadline(), None);
         // COMMAND dies of the KILL; then the tree is gone.
         let killed = Status::Signaled(KILL);
@@ -1178,10 +1134,7 @@ mod tests {
         );
         assert_eq!(
             m.phase(),
-            Phase::Sweep {
-                stage: Stage::Stop(Some(t1 + ms(5_000))),
-                for_command: true
-            }
+            Phase::Sweep(Stage::Stop(Some(t1 + ms(5_000))), true)
         );
         assert_eq!(m.command_status(), Some(Status::Exited(3)));
     }
@@ -1241,13 +1194,7 @@ mod tests {
         // A child forked (or re-parented to reap) since: KILLed too.
         assert_eq!(m.on(TreeRemains, end + ms(1)), [KillNewcomers]);
         assert_eq!(m.on(TreeRemains, end + ms(2)), [KillNewcomers]);
-        assert_eq!(
-            m.phase(),
-            Phase::Sweep {
-                stage: Stage::Kill,
-                for_command: true
-            }
-        );
+        assert_eq!(m.phase(), Phase::Sweep(Stage::Kill, true));
         assert_eq!(m.on(TreeEmpty, end + ms(3)), []);
         assert_eq!(m.phase(), Phase::Settle);
     }
@@ -1504,7 +1451,7 @@ mod tests {
         let t = Instant::now();
         let (mut m, _) = settled(params(), ok(), t);
         m.on(CleanupStarted, t);
-        assert_eq!(m.phase(), Phase::Cleanup { deadline: None });
+        assert_eq!(m.phase(), Phase::Cleanup(None));
         for sig in [TERM, Signal::INT, Signal::HUP, Signal::QUIT, Signal::USR1] {
             assert_eq!(
                 m.on(Event::Signal(sig, FROM), t),
@@ -1516,7 +1463,7 @@ mod tests {
             );
         }
         assert_eq!(m.on(Event::Signal(Signal::CHLD, FROM), t), []);
-        assert_eq!(m.phase(), Phase::Cleanup { deadline: None });
+        assert_eq!(m.phase(), Phase::Cleanup(None));
         assert_eq!(m.due(t + Duration::from_secs(1 << 30)), None);
     }
 
@@ -1527,13 +1474,7 @@ mod tests {
         m.on(CleanupStarted, t);
         assert_eq!(m.on(CleanupExited(ok()), t), [Sweep(TERM)]);
         let stage = Stage::Stop(Some(t + ms(5_000)));
-        assert_eq!(
-            m.phase(),
-            Phase::Sweep {
-                stage,
-                for_command: false
-            }
-        );
+        assert_eq!(m.phase(), Phase::Sweep(stage, false));
         assert_eq!(
             m.on(FrontLost, t),
             [],
@@ -1543,13 +1484,7 @@ mod tests {
             m.on(Event::Signal(TERM, FROM), t),
             [Say(Note::Dropped(TERM, FROM, ": not passed on"))]
         );
-        assert_eq!(
-            m.phase(),
-            Phase::Sweep {
-                stage,
-                for_command: false
-            }
-        );
+        assert_eq!(m.phase(), Phase::Sweep(stage, false));
         assert_eq!(
             m.on(DeadlinePassed, t + ms(5_000)),
             [
@@ -1576,13 +1511,7 @@ mod tests {
             m.on(Event::Signal(TERM, FROM), t),
             [Say(Note::Dropped(TERM, FROM, ": not passed on"))]
         );
-        assert_eq!(
-            m.phase(),
-            Phase::Sweep {
-                stage: Stage::Wait,
-                for_command: false
-            }
-        );
+        assert_eq!(m.phase(), Phase::Sweep(Stage::Wait, false));
     }
 
     #[test]
@@ -1761,13 +1690,7 @@ mod tests {
                 Sweep(KILL)
             ]
         );
-        assert_eq!(
-            m.phase(),
-            Phase::Sweep {
-                stage: Stage::Kill,
-                for_command: true
-            }
-        );
+        assert_eq!(m.phase(), Phase::Sweep(Stage::Kill, true));
         let killed = Status::Signaled(KILL);
         assert_eq!(
             m.on(
@@ -1817,13 +1740,7 @@ mod tests {
                 m.on(FrontLost, t),
                 [Say(Note::Cut("every descendant")), Sweep(KILL)]
             );
-            assert_eq!(
-                m.phase(),
-                Phase::Sweep {
-                    stage: Stage::Kill,
-                    for_command: true
-                }
-            );
+            assert_eq!(m.phase(), Phase::Sweep(Stage::Kill, true));
             m.on(TreeEmpty, t);
             assert_eq!(env(&m.on(Drained, t))[2], "REAP_CAUSE=lost");
         }
@@ -1840,7 +1757,7 @@ mod tests {
                 "the front process is gone; the cleanup goes on"
             ))]
         );
-        assert_eq!(m.phase(), Phase::Cleanup { deadline: None });
+        assert_eq!(m.phase(), Phase::Cleanup(None));
         let end = cleanup_exits_started(&mut m, ok(), t);
         assert_eq!(exit_of(&end), Some(ok()));
     }
@@ -1892,13 +1809,7 @@ mod tests {
         };
         let (mut m, start) = Machine::take_over(p, None, true);
         assert_eq!(start, [ReleaseTerminal, KillGroup, Sweep(KILL)]);
-        assert_eq!(
-            m.phase(),
-            Phase::Sweep {
-                stage: Stage::Kill,
-                for_command: true
-            }
-        );
+        assert_eq!(m.phase(), Phase::Sweep(Stage::Kill, true));
         let killed = Status::Signaled(KILL);
         assert_eq!(
             m.on(
@@ -2144,7 +2055,7 @@ mod tests {
             Some(Cause::Cancel),
             deadline,
         );
-        assert_eq!(m.phase(), Phase::Cleanup { deadline });
+        assert_eq!(m.phase(), Phase::Cleanup(deadline));
         assert_eq!(m.cause(), Cause::Cancel, "the cleanup's REAP_CAUSE is kept");
         // Signals meanwhile are logged, never passed on.
         let sig = m.on(Event::Signal(Signal::TERM, 1), t);

@@ -483,7 +483,7 @@ impl<'a> Back<'a> {
             // an exit or a stop raises SIGCHLD, and COMMAND's pidfd stays
             // readable, so the wait returns at once for either, and then
             // the look comes; a deadline due makes it return at once too.
-            let skip = signals_only && matches!(self.machine.phase(), Phase::Run { .. });
+            let skip = signals_only && matches!(self.machine.phase(), Phase::Run(_));
             if !skip {
                 self.look();
                 if self.machine.phase() != phase {
@@ -497,7 +497,7 @@ impl<'a> Back<'a> {
             };
             let watched = self.leader.as_ref().filter(|c| c.exit_status().is_none());
             let cgroup = (self.sweeper.cgroup())
-                .filter(|_| matches!(self.machine.phase(), Phase::Sweep { .. }))
+                .filter(|_| matches!(self.machine.phase(), Phase::Sweep(..)))
                 .map(|c| c.events_fd());
             self.inbox
                 .wait(watched.and_then(|c| c.pidfd()), cgroup, deadline);
@@ -546,9 +546,9 @@ impl<'a> Back<'a> {
                     self.feed(Event::Drained);
                 }
             }
-            Phase::Run { .. } => self.look_at_leader(true),
-            Phase::Sweep { .. } => self.look_at_tree(),
-            Phase::Cleanup { .. } => self.look_at_leader(false),
+            Phase::Run(_) => self.look_at_leader(true),
+            Phase::Sweep(..) => self.look_at_tree(),
+            Phase::Cleanup(_) => self.look_at_leader(false),
             Phase::Done => {}
         }
     }
@@ -691,9 +691,7 @@ impl<'a> Back<'a> {
         }
         self.kill_logged = kill;
         let target = match self.machine.phase() {
-            Phase::Sweep {
-                for_command: false, ..
-            } => "cleanup",
+            Phase::Sweep(_, false) => "cleanup",
             _ => "leftovers",
         };
         let (kind, grace) = if kill {
@@ -819,7 +817,7 @@ impl<'a> Back<'a> {
         let skip = Default::default();
         // The sweep's grace (not a stop request's): for a process started
         // since its first walk, the rounds know whether they reached it.
-        let swept = matches!(self.machine.phase(), Phase::Sweep { .. });
+        let swept = matches!(self.machine.phase(), Phase::Sweep(..));
         let sent_to = |p: &_| swept.then(|| self.sweeper.sent_by_rounds(p)).flatten();
         for s in pgkit::survivors::below(&tree, leader, all_sent, sig, &skip, sent_to) {
             pgkit::warn!("{}", s.line(sig));
@@ -899,7 +897,7 @@ impl<'a> Back<'a> {
         }
         // The budget along a chain: an inner graceful caps its grace to
         // this (and says so at start).
-        pgkit::duration::export_grace(&mut spawn, self.config.grace());
+        pgkit::duration::export_grace(&mut spawn, self.config.grace.duration());
         let spawned = spawn.spawn(self.startup);
         match spawned {
             Ok(child) => {
@@ -1092,7 +1090,7 @@ impl<'a> Back<'a> {
 /// with COMMAND's pidfd not readable, while COMMAND runs: nothing there
 /// for a look at the kernel to act on.
 fn signals_only_while_running(phase: Phase, events: &[Event], extra_ready: bool) -> bool {
-    matches!(phase, Phase::Run { .. })
+    matches!(phase, Phase::Run(_))
         && !extra_ready
         && (events.iter()).all(|e| matches!(e, Event::Signal(sig, _) if *sig != Signal::CHLD))
 }
