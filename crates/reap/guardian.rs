@@ -68,13 +68,13 @@ const RECORD: usize = 12;
 const ANSWER: i32 = 0;
 
 /// Back to front, the kinds.
-const COMMAND: i32 = 1;
-const STOPPED: i32 = 2;
+pub const COMMAND: i32 = 1;
+pub const STOPPED: i32 = 2;
 const STATUS: i32 = 3;
 const CAUSE: i32 = 4;
 /// The cleanup is about to be spawned: its start on CLOCK_MONOTONIC, in ms.
 const STARTING: i32 = 5;
-const CLEANUP: i32 = 6;
+pub const CLEANUP: i32 = 6;
 const STOPPING: i32 = 7;
 /// Extend the unit's stop timeout by the value, in ms.
 const EXTEND: i32 = 8;
@@ -572,18 +572,10 @@ impl Link {
     }
 
     /// One record, written whole; `false` if the front no longer reads.
-    fn send(&self, kind: i32, value: i64) -> bool {
+    pub fn send(&self, kind: i32, value: i64) -> bool {
         (&self.to_front)
             .write(&record(kind, value))
             .is_ok_and(|n| n == RECORD)
-    }
-
-    pub fn stop_front(&self, sig: Signal) -> bool {
-        self.send(STOPPED, sig.raw().into())
-    }
-
-    pub fn command_started(&self, pid: i32) {
-        self.send(COMMAND, pid.into());
     }
 
     /// COMMAND's status; the front answers once it has read its signals.
@@ -594,18 +586,13 @@ impl Link {
     /// The cleanup starts now, with `cause` as its REAP_CAUSE: what a front
     /// that takes over needs to let it finish (its timeout counts from
     /// this start). Said before the spawn: a back killed right after it,
-    /// before [`Link::cleanup_started`], leaves the front a cleanup it must
+    /// before its pid is said ([`CLEANUP`]), leaves the front a cleanup it must
     /// not run again.
     pub fn cleanup_starting(&self, cause: Cause) {
         let at = CAUSES.iter().position(|&c| c == cause).unwrap_or_default();
         self.send(CAUSE, at as i64);
         let now = pgkit::deadline::monotonic_ms();
         self.send(STARTING, i64::try_from(now).unwrap_or(i64::MAX));
-    }
-
-    /// The cleanup was spawned: its pid.
-    pub fn cleanup_started(&self, pid: i32) {
-        self.send(CLEANUP, pid.into());
     }
 
     /// The cleanup starts: the front sends `STOPPING=1` to the service

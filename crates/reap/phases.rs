@@ -266,7 +266,7 @@ impl<'a> Back<'a> {
     /// cleanup starts (the cleanup runs outside it). What it used is said
     /// with -v and kept for the `exit` event.
     fn remove_cgroup(&mut self) {
-        let Some(cg) = self.sweeper.cgroup_mut() else {
+        let Some(cg) = self.sweeper.cgroup.as_mut().filter(|c| !c.is_removed()) else {
             return;
         };
         let usage = cg.usage();
@@ -586,7 +586,7 @@ impl<'a> Back<'a> {
             Some(Job::Stopped(sig)) if command => {
                 self.terminal.on_stop(self.inbox.front.as_ref(), child, sig)
             }
-            Some(Job::Continued) if command => self.terminal.continued(),
+            Some(Job::Continued) if command => self.terminal.jobs.continued(),
             Some(Job::Stopped(sig)) if !self.hinted && background_io(sig) => {
                 self.hinted = true;
                 pgkit::warn!(
@@ -614,7 +614,8 @@ impl<'a> Back<'a> {
         }
         // With --cgroup: its members are the tree; a child of ours outside
         // it (moved out) is found by the walk.
-        let empty = self.sweeper.cgroup_empty();
+        // One read of `cgroup.events`, which also re-arms its wake.
+        let empty = self.sweeper.cgroup().map(|c| !c.populated());
         if self.leader.is_none() && empty != Some(false) {
             if !descend::has_children() {
                 return self.feed(Event::TreeEmpty);
@@ -740,7 +741,11 @@ impl<'a> Back<'a> {
                 }
             }
             Action::ContinueIfStopped => {
-                if let Some(child) = self.leader.as_ref().filter(|_| self.terminal.is_stopped()) {
+                if let Some(child) = self
+                    .leader
+                    .as_ref()
+                    .filter(|_| self.terminal.jobs.is_stopped())
+                {
                     let _ = child.signal(Target::Group, Signal::CONT);
                 }
             }
@@ -905,7 +910,7 @@ impl<'a> Back<'a> {
                 // The grace's timer, open before any stop signal goes out.
                 poll::open_timer();
                 if let Some(front) = &self.inbox.front {
-                    front.command_started(child.pid());
+                    front.send(crate::guardian::COMMAND, child.pid().into());
                 }
                 verbose!(
                     "started pid {} in a new process group{}{}",
@@ -967,7 +972,7 @@ impl<'a> Back<'a> {
             Ok(child) => {
                 self.cleanup_mark.cleanup_is(child.pid());
                 if let Some(front) = &self.inbox.front {
-                    front.cleanup_started(child.pid());
+                    front.send(crate::guardian::CLEANUP, child.pid().into());
                 }
                 verbose!("cleanup started: pid {}", child.pid());
                 events::cleanup_started(child.pid(), false);

@@ -64,7 +64,7 @@ pub struct Sweeper {
     /// lack of descriptors may have passed by the time it is reported).
     why: Option<pgkit::procfs::Unusable>,
     /// `--cgroup`: COMMAND's cgroup, until it is removed.
-    cgroup: Option<Cgroup>,
+    pub cgroup: Option<Cgroup>,
     /// The members signalled in this stage (`--cgroup`).
     members: BTreeSet<i32>,
     /// A child of ours outlived the cgroup's last member: the walk
@@ -119,16 +119,6 @@ impl Sweeper {
     /// COMMAND's cgroup (`--cgroup`), until it is removed.
     pub fn cgroup(&self) -> Option<&Cgroup> {
         self.cgroup.as_ref().filter(|c| !c.is_removed())
-    }
-
-    pub fn cgroup_mut(&mut self) -> Option<&mut Cgroup> {
-        self.cgroup.as_mut().filter(|c| !c.is_removed())
-    }
-
-    /// `--cgroup`: whether the cgroup is empty (`None` without one). One
-    /// read of `cgroup.events`, which also re-arms its wake.
-    pub fn cgroup_empty(&self) -> Option<bool> {
-        self.cgroup().map(|c| !c.populated())
     }
 
     /// The cgroup is empty, yet a child of ours lives on (it moved itself
@@ -337,13 +327,9 @@ impl Sweeper {
             self.round_at = pgkit::procfs::uptime_ticks();
         }
         let me = std::process::id() as i32;
-        let pids: BTreeSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
-        let guarded = self.guarded(&tree);
+        let (live, pids) = self.live(&tree);
         let mut sent = 0;
-        for p in tree
-            .iter()
-            .filter(|p| !p.is_zombie() && !guarded.contains(&p.pid))
-        {
+        for p in live {
             if self.marks.get(&p.pid).is_some_and(|m| m.start == p.start) {
                 continue;
             }
@@ -361,6 +347,17 @@ impl Sweeper {
             );
         }
         sent
+    }
+
+    /// The live processes of `tree` that no inner reap guards, and the
+    /// pids a signal to one of them is checked against (pgkit's `descend`).
+    fn live<'t>(&mut self, tree: &'t [Proc]) -> (Vec<&'t Proc>, BTreeSet<i32>) {
+        let me = std::process::id() as i32;
+        let guarded = self.guarded(tree);
+        let live = (tree.iter())
+            .filter(|p| !p.is_zombie() && !guarded.contains(&p.pid))
+            .collect();
+        (live, tree.iter().map(|p| p.pid).chain([me]).collect())
     }
 
     /// Whether the walked process got `sig`.
@@ -407,13 +404,8 @@ impl Sweeper {
         let Some(tree) = descend::descendants() else {
             return;
         };
-        let me = std::process::id() as i32;
-        let pids: BTreeSet<i32> = tree.iter().map(|p| p.pid).chain([me]).collect();
-        let guarded = self.guarded(&tree);
-        for p in tree
-            .iter()
-            .filter(|p| !p.is_zombie() && p.pgid != group && !guarded.contains(&p.pid))
-        {
+        let (live, pids) = self.live(&tree);
+        for p in live.into_iter().filter(|p| p.pgid != group) {
             self.send(p, sig, &pids);
         }
     }

@@ -12,7 +12,7 @@
 //! `fg` hands the terminal over. As PID 1 there is no front: pgkit's
 //! [`JobControl`] rules apply as in pgwrap.
 
-use crate::guardian::Link;
+use crate::guardian::{Link, STOPPED};
 use pgkit::tty::{self, Foreground, JobControl};
 use pgkit::{verbose, Child, Signal, Target};
 
@@ -20,7 +20,7 @@ pub struct Terminal {
     /// Whether COMMAND's group has the terminal, `--foreground`'s
     /// hand-over when the job comes to the foreground, and whether COMMAND
     /// is stopped (job control).
-    jobs: JobControl,
+    pub jobs: JobControl,
 }
 
 impl Terminal {
@@ -28,16 +28,6 @@ impl Terminal {
         Terminal {
             jobs: JobControl::new(handed_over, mode),
         }
-    }
-
-    /// Whether COMMAND is stopped (job control).
-    pub fn is_stopped(&self) -> bool {
-        self.jobs.is_stopped()
-    }
-
-    /// COMMAND was seen continued.
-    pub fn continued(&mut self) {
-        self.jobs.continued();
     }
 
     /// COMMAND was stopped by `sig`. `front`: the front, when reap is
@@ -56,7 +46,7 @@ impl Terminal {
                 // --foreground in the background: the front stops as
                 // COMMAND did, and `fg` (the front's CONT) hands over.
                 self.jobs.hint(child.pid(), sig);
-                link.stop_front(sig);
+                link.send(STOPPED, sig.raw().into());
             }
             Some(front) if self.jobs.handed_over && tty::is_job_stop(sig) => {
                 stop_front(front, child, sig)
@@ -124,7 +114,7 @@ fn stop_front(front: &Link, child: &Child, sig: Signal) {
     if tty::foreground_group() == Some(child.pid()) {
         let _ = tty::give_to(front.front_pgid);
     }
-    if !front.stop_front(sig) {
+    if !front.send(STOPPED, sig.raw().into()) {
         // No front to follow: do not leave COMMAND stopped.
         let _ = child.signal(Target::Group, Signal::CONT);
     }
