@@ -491,10 +491,7 @@ impl<'a> Back<'a> {
                 }
             }
             let resend = self.extend();
-            let deadline = match (self.machine.deadline(), resend) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let deadline = self.machine.deadline().into_iter().chain(resend).min();
             let watched = self.leader.as_ref().filter(|c| c.exit_status().is_none());
             let cgroup = (self.sweeper.cgroup())
                 .filter(|_| matches!(self.machine.phase(), Phase::Sweep(..)))
@@ -562,11 +559,7 @@ impl<'a> Back<'a> {
         };
         // Without its pidfd readable, it has not exited (and a refused
         // waitid is not taken for the cleanup's end while it runs).
-        let exited = if self.inbox.extra_ready {
-            child.peek_exit()
-        } else {
-            None
-        };
+        let exited = self.inbox.extra_ready.then(|| child.peek_exit()).flatten();
         match exited {
             Some(status) if command => {
                 verbose!("COMMAND (pid {}) {status}", child.pid());
