@@ -241,7 +241,7 @@ impl<'a> Back<'a> {
             terminal: Terminal::new(handed_over, config.foreground),
             // `--cgroup`: COMMAND starts in this cgroup, and leftovers are
             // what is still in it.
-            sweeper: Sweeper::new().with_cgroup(cgroup),
+            sweeper: Sweeper::new(cgroup),
             machine: Machine::new(Params {
                 front,
                 ..Params::of(config)

@@ -78,14 +78,19 @@ pub struct Sweeper {
 }
 
 impl Sweeper {
-    pub fn new() -> Sweeper {
+    /// `--cgroup`: leftovers are the members of `cgroup`.
+    pub fn new(mut cgroup: Option<Cgroup>) -> Sweeper {
+        // The front taking over from a back that had removed it already.
+        if let Some(cg) = cgroup.as_mut() {
+            cg.notice_removal();
+        }
         Sweeper {
             found: None,
             marks: BTreeMap::new(),
             killed: BTreeSet::new(),
             warned: false,
             why: None,
-            cgroup: None,
+            cgroup,
             members: BTreeSet::new(),
             escaped: false,
             spare: Spare::new(),
@@ -104,16 +109,6 @@ impl Sweeper {
             Some(spare) => spare.guarded(tree),
             None => BTreeSet::new(),
         }
-    }
-
-    /// `--cgroup`: leftovers are the members of `cgroup`.
-    pub fn with_cgroup(mut self, mut cgroup: Option<Cgroup>) -> Sweeper {
-        // The front taking over from a back that had removed it already.
-        if let Some(cg) = cgroup.as_mut() {
-            cg.notice_removal();
-        }
-        self.cgroup = cgroup;
-        self
     }
 
     /// COMMAND's cgroup (`--cgroup`), until it is removed.
