@@ -173,7 +173,8 @@ pub enum Phase {
 /// The options the machine follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Params {
-    /// Signals passed on to COMMAND's group.
+    /// Signals passed on to COMMAND's group (as themselves or, with
+    /// `--map`, as others: the driver routes them).
     pub forward: SigSet,
     /// `--grace`; `None` for `inf`.
     pub grace: Option<Duration>,
@@ -214,16 +215,10 @@ impl Params {
         }
     }
 
-    /// Whether `sig`, received, is passed on to COMMAND (as itself or, with
-    /// `--map`, as another signal: the driver routes it).
-    fn forwards(&self, sig: Signal) -> bool {
-        self.forward.contains(sig)
-    }
-
     /// Whether `sig`, received, is a stop request (passed on, and a stop
     /// signal): COMMAND then gets `--grace` to exit.
     fn is_stop_request(&self, sig: Signal) -> bool {
-        self.forwards(sig) && SigSet::stop_requests().contains(sig)
+        self.forward.contains(sig) && SigSet::stop_requests().contains(sig)
     }
 }
 
@@ -700,7 +695,7 @@ impl Machine {
         if sig == Signal::CONT {
             actions.push(Action::ContinueCommand);
         }
-        let forwards = self.params.forwards(sig);
+        let forwards = self.params.forward.contains(sig);
         if !forwards && tty::is_job_stop(sig) {
             actions.push(Action::StopWithTool(sig));
             return;
@@ -939,7 +934,7 @@ mod tests {
         for s in [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT] {
             assert!(p.is_stop_request(s));
         }
-        assert!(!p.is_stop_request(Signal::USR1) && p.forwards(Signal::USR1));
+        assert!(!p.is_stop_request(Signal::USR1) && p.forward.contains(Signal::USR1));
         let p = parse("-f USR1 cmd");
         assert!(!p.is_stop_request(Signal::TERM));
     }

@@ -722,33 +722,11 @@ impl<'a> Back<'a> {
                 self.sweeper.stop_all(sig, group);
             }
             Action::NameSurvivors(sig) => self.name_survivors(sig),
-            Action::ContinueCommand => {
-                if let Some(child) = &self.leader {
-                    self.terminal.on_continue(self.inbox.front.as_ref(), child);
-                }
-            }
-            Action::StopWithTool(sig) => {
-                if let Some(child) = &self.leader {
-                    self.terminal
-                        .on_tool_stop(self.inbox.front.as_ref(), child, sig);
-                }
-            }
-            Action::ContinueIfStopped => {
-                if let Some(child) = self
-                    .leader
-                    .as_ref()
-                    .filter(|_| self.terminal.jobs.is_stopped())
-                {
-                    let _ = child.signal(Target::Group, Signal::CONT);
-                }
-            }
-            // While COMMAND is unreaped, its group's id is still its own.
-            Action::ReleaseTerminal => {
-                if let Some(child) = &self.leader {
-                    self.terminal.release(self.inbox.front.as_ref(), child);
-                }
-            }
-            Action::KillGroup => self.kill_group(),
+            Action::ContinueCommand
+            | Action::StopWithTool(_)
+            | Action::ContinueIfStopped
+            | Action::ReleaseTerminal
+            | Action::KillGroup => self.on_command(action),
             Action::Sweep(sig) => {
                 self.sweeper.reset();
                 self.sweep_round(sig, true);
@@ -812,11 +790,11 @@ impl<'a> Back<'a> {
         let leader = self.leader_pid();
         let running = tree.iter().any(|p| p.pid == leader && !p.is_zombie());
         let all_sent = self.config.stop_all || !running;
-        let skip = Default::default();
         // The sweep's grace (not a stop request's): for a process started
         // since its first walk, the rounds know whether they reached it.
         let swept = matches!(self.machine.phase(), Phase::Sweep(..));
         let sent_to = |p: &_| swept.then(|| self.sweeper.sent_by_rounds(p)).flatten();
+        let skip = Default::default();
         for s in pgkit::survivors::below(&tree, leader, all_sent, sig, &skip, sent_to) {
             pgkit::warn!("{}", s.line(sig));
             events::survivor(&s);
@@ -859,11 +837,24 @@ impl<'a> Back<'a> {
         }
     }
 
-    fn kill_group(&self) {
-        let Some(child) = &self.leader else { return };
-        match child.signal(Target::Group, Signal::KILL) {
-            Ok(()) => verbose!("sent KILL to group {}", child.pid()),
-            Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
+    /// Job control, and the group's KILL: nothing to do without COMMAND.
+    fn on_command(&mut self, action: &Action) {
+        let (Some(child), front) = (&self.leader, self.inbox.front.as_ref()) else {
+            return;
+        };
+        match *action {
+            Action::ContinueCommand => self.terminal.on_continue(front, child),
+            Action::StopWithTool(sig) => self.terminal.on_tool_stop(front, child, sig),
+            Action::ContinueIfStopped if self.terminal.jobs.is_stopped() => {
+                let _ = child.signal(Target::Group, Signal::CONT);
+            }
+            // While COMMAND is unreaped, its group's id is still its own.
+            Action::ReleaseTerminal => self.terminal.release(front, child),
+            Action::KillGroup => match child.signal(Target::Group, Signal::KILL) {
+                Ok(()) => verbose!("sent KILL to group {}", child.pid()),
+                Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
+            },
+            _ => {}
         }
     }
 
@@ -896,8 +887,7 @@ impl<'a> Back<'a> {
         // The budget along a chain: an inner graceful caps its grace to
         // this (and says so at start).
         pgkit::duration::export_grace(&mut spawn, self.config.grace.duration());
-        let spawned = spawn.spawn(self.startup);
-        match spawned {
+        match spawn.spawn(self.startup) {
             Ok(child) => {
                 self.service.command_started();
                 // The grace's timer, open before any stop signal goes out.
