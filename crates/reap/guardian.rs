@@ -142,15 +142,6 @@ fn record(kind: i32, value: i64) -> [u8; RECORD] {
     rec
 }
 
-/// The signalfd of `caught`, read once: a refused read ends reap before
-/// anything starts. What came already is handed over first.
-pub fn open_signals(caught: SigSet) -> Result<(SignalFd, Vec<Received>), Error> {
-    let signals = SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e))?;
-    let mut early = Vec::with_capacity(16);
-    (signals.drain_into(&mut early)).map_err(|e| Error::sys("read its signalfd", e))?;
-    Ok((signals, early))
-}
-
 /// Which side of the split this process is.
 pub enum Split {
     Front(Front),
@@ -179,7 +170,7 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
     // Read once before the fork: a refused read ends reap here, with
     // nothing started (the back would meet the same refusal). What came
     // already is the front's to hand over, first thing.
-    let (signals, early) = open_signals(caught)?;
+    let (signals, early) = pgkit::cli::open_signals(caught)?;
     let Some(back) = fork::fork().map_err(|e| Error::sys("fork the subreaper process", e))? else {
         drop((sig_write, news_read, signals));
         let moved = if group {

@@ -79,7 +79,7 @@ fn run() -> ! {
     // already goes to the back's machine first.
     let (signals, early) = if reap::is_pid1() {
         verbose!("running as PID 1: reaping every orphan of the namespace");
-        guardian::open_signals(caught).unwrap_or_else(|e| e.exit())
+        cli::open_signals(caught).unwrap_or_else(|e| e.exit())
     } else {
         let split = guardian::split(caught).unwrap_or_else(|e| {
             drop(relay.take()); // the socket goes with it
