@@ -17,7 +17,7 @@ use pgkit::events;
 use pgkit::notify::{Extension, Relay};
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::tty::{self, JobControl};
-use pgkit::{descend, group, poll, reap, verbose, Child, Signal, Status, Target};
+use pgkit::{descend, poll, reap, verbose, Child, Signal, Status, Target};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ pub struct Supervisor<'a> {
     signals: SignalFd,
     jobs: JobControl,
     /// Once COMMAND has exited: a live member of its group, watched by pidfd.
-    member: Option<group::Member>,
+    member: Option<descend::Member>,
     /// Without a pidfd of that member (no pidfds here) and with another
     /// parent than graceful, no signal says when it exits: the group is
     /// looked at again after this long, doubling up to a second.
@@ -213,7 +213,7 @@ impl<'a> Supervisor<'a> {
         }
         let before = self.member.as_ref().map(|m| m.pid);
         let pgid = self.child.pid();
-        self.member = group::live_member(pgid, pgid);
+        self.member = descend::live_member(pgid, pgid);
         let me = std::process::id() as i32;
         let blind = self.member.as_ref().is_some_and(|m| {
             m.pidfd.is_none() && pgkit::procfs::stat(m.pid).is_some_and(|p| p.ppid != me)

@@ -143,6 +143,40 @@ fn scan() -> Option<Vec<Proc>> {
     Some(out)
 }
 
+/// A live member of a process group, with a pidfd that becomes readable
+/// when it exits (`None` on kernels without `pidfd_open`).
+pub struct Member {
+    pub pid: i32,
+    pub pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+/// Who is left of COMMAND's group `pgid` once COMMAND, its `leader`, has
+/// exited: the leader stays an unreaped zombie so that the id cannot be
+/// given to anyone else, so `kill(-pgid, 0)` cannot tell. Every process
+/// forked inside the group descends from COMMAND and, the tool being a
+/// subreaper, stays in its tree: the first live member other than `leader`
+/// among [`descendants`] (a process that joins the group from outside with
+/// `setpgid(2)` is not seen). `None` when the group holds nothing but the
+/// leader, and without a usable `/proc`, where the caller can only go by the
+/// leader. The caller learns of the next change without polling: SIGCHLD
+/// for one of its children, the pidfd for anyone else.
+pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
+    let live = |p: &Proc| p.pgid == pgid && !p.is_zombie();
+    descendants()?
+        .into_iter()
+        .filter(|p| live(p) && p.pid != leader)
+        .find_map(|seen| {
+            let pidfd = crate::typed_pid(seen.pid).and_then(|pid| pidfd::open(pid).ok());
+            // Read again after opening: the same start time means the pidfd
+            // names the process the walk saw, not a later owner of the pid.
+            let now = stat(seen.pid).filter(|p| p.start == seen.start && live(p));
+            now.map(|_| Member {
+                pid: seen.pid,
+                pidfd,
+            })
+        })
+}
+
 /// This process's children (zombies included), from
 /// `/proc/self/task/TID/children`. `None` if `/proc` is not usable.
 pub fn children() -> Option<Vec<i32>> {
@@ -272,10 +306,34 @@ pub fn signal_namespace(sig: Signal) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
 
     #[test]
     fn own_tree() {
         assert!(usable());
         assert!(descendants().is_some());
+    }
+
+    #[test]
+    fn finds_a_live_member_and_not_a_zombie_or_the_leader() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let found = live_member(pid, -1).expect("the sleeping child is a member");
+        assert_eq!(found.pid, pid);
+        assert!(found.pidfd.is_some());
+        assert!(live_member(pid, pid).is_none(), "the leader is left out");
+        child.kill().unwrap();
+        // A zombie no longer counts.
+        while stat(pid).is_some_and(|p| !p.is_zombie()) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(live_member(pid, -1).is_none());
+        child.wait().unwrap();
+        assert!(live_member(pid, -1).is_none());
     }
 }

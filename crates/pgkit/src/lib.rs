@@ -15,10 +15,9 @@
 //! | `route`     | where a signal received goes: forwarded, mapped, to whom          |
 //! | `reap`      | reaping adopted children (subreaper and PID 1)                    |
 //! | `procfs`    | `/proc` files read and parsed as bytes; is `/proc` ours?          |
-//! | `descend`   | finding and signalling every descendant, escapees included        |
+//! | `descend`   | finding and signalling every descendant; who is left of a group   |
 //! | `pidfd`     | pidfds opened (with their fallbacks), signals sent through them   |
 //! | `fork`      | a second process of the tool, and the pipes that link the two     |
-//! | `group`     | the members of COMMAND's group left after COMMAND exited          |
 //! | `guard`     | the marks by which graceful spares what an inner reap guards      |
 //! | `poll`      | the one blocking call, with an optional deadline                  |
 //! | `deadline`  | a deadline kept to the microsecond (timerfd), for `poll`          |
@@ -84,7 +83,6 @@ pub mod error;
 pub mod events;
 pub mod exit;
 pub mod fork;
-pub mod group;
 pub mod guard;
 pub mod log;
 pub mod notify;
