@@ -4,6 +4,7 @@ use crate::machine::Ladder;
 use lexopt::Arg::{Long, Short};
 use pgkit::cli::{self, Flow, Parsed};
 use pgkit::signal::SIGNAL_HINT;
+use pgkit::tty::Foreground;
 use pgkit::{Error, SigSet, Signal, Timeout};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -71,8 +72,7 @@ pub struct Config {
     pub forward: SigSet,
     pub pdeathsig: Option<Signal>,
     pub preserve_status: bool,
-    pub foreground: bool,
-    pub verbose: bool,
+    pub foreground: Foreground,
     pub command: Vec<OsString>,
     /// `--stop-delay`.
     pub stop_delay: Duration,
@@ -125,8 +125,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut forward = SigSet::notices();
     let mut pdeathsig = Some(Signal::KILL);
     let mut preserve_status = false;
-    let mut foreground = false;
-    let mut verbose = false;
+    let mut foreground = Foreground::Off;
     let mut command = None;
     let mut named = SigSet::EMPTY;
     let mut stop_delay = Duration::ZERO;
@@ -182,13 +181,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("preserve-status") => preserve_status = true,
             Long("foreground") => {
                 seen.flag("terminal", "--foreground", &opt)?;
-                foreground = true
+                foreground = Foreground::On
             }
             Long("no-foreground") => {
                 seen.flag("terminal", "--no-foreground", &opt)?;
-                foreground = false
+                foreground = Foreground::Off
             }
-            arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
+            arg => match cli::common(arg.into(), &mut parser, HELP, &mut false)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
                     command = Some(argv);
@@ -212,7 +211,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         pdeathsig,
         preserve_status,
         foreground,
-        verbose,
         command,
         named,
         stop_delay,
@@ -246,7 +244,7 @@ mod tests {
         assert_eq!(c.on, SigSet::stop_requests());
         assert_eq!(c.forward, SigSet::notices());
         assert_eq!(c.pdeathsig, Some(Signal::KILL));
-        assert!(!c.preserve_status && !c.foreground && !c.verbose);
+        assert!(!c.preserve_status && c.foreground == Foreground::Off);
         assert_eq!(c.command, ["sleep", "1"]);
     }
 
@@ -295,7 +293,7 @@ mod tests {
     #[test]
     fn options_stop_at_command() {
         let c = run("-v pgwrap -g 5 sleep 9").unwrap();
-        assert!(c.verbose);
+        assert!(pgkit::log::verbose_enabled());
         assert_eq!(c.grace, Timeout::After(secs(10)));
         assert_eq!(c.command, ["pgwrap", "-g", "5", "sleep", "9"]);
         let c = run("-- -v x").unwrap();
@@ -305,10 +303,10 @@ mod tests {
     #[test]
     fn flags() {
         let c = run("--preserve-status --foreground --pdeathsig none cmd").unwrap();
-        assert!(c.preserve_status && c.foreground);
+        assert!(c.preserve_status && c.foreground == Foreground::On);
         assert_eq!(c.pdeathsig, None);
         let c = run("--no-foreground --no-foreground --pdeathsig TERM cmd").unwrap();
-        assert!(!c.foreground);
+        assert_eq!(c.foreground, Foreground::Off);
         assert_eq!(c.pdeathsig, Some(Signal::TERM));
     }
 

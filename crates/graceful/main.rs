@@ -14,7 +14,7 @@ mod supervise;
 use machine::Machine;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
-use pgkit::tty::{self, JobControl};
+use pgkit::tty::JobControl;
 use pgkit::{cli, events, exit, log, notify, reap, verbose, Error, SigSet};
 use std::time::Instant;
 use supervise::Supervisor;
@@ -25,7 +25,6 @@ fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("graceful");
     let mut config = cli::run_or_exit(config::parse(pgkit::args::args_os().skip(1)));
-    log::set_verbose(config.verbose);
     // nohup's rule: what the caller left ignored stays ignored.
     let dropped = startup.left_ignored(config.on.union(config.forward), config.named);
     config.on = config.on.minus(dropped);
@@ -53,12 +52,7 @@ fn run() -> ! {
     // COMMAND's notification socket, and what systemd's variables become
     // for it.
     let mut relay = notify::open();
-    let mode = if config.foreground {
-        tty::Foreground::On
-    } else {
-        tty::Foreground::Off
-    };
-    let handed_over = mode.hand_over();
+    let handed_over = config.foreground.hand_over();
     let mut spawn = Spawn::new(&config.command);
     spawn
         .isolation(Isolation::Group)
@@ -80,7 +74,7 @@ fn run() -> ! {
         child.pid()
     );
 
-    let jobs = JobControl::new(handed_over, mode);
+    let jobs = JobControl::new(handed_over, config.foreground);
     let below = below::Below::new(spare);
     let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs, relay, below);
     let status = supervisor.run();

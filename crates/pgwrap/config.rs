@@ -46,7 +46,6 @@ pub struct Config {
     pub setsid: bool,
     pub foreground: Foreground,
     pub pdeathsig: Option<Signal>,
-    pub verbose: bool,
     pub command: Vec<OsString>,
     /// The signals an option named (`--forward`, `--map FROM`): passed on
     /// even when the caller left them ignored.
@@ -64,7 +63,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut setsid = false;
     let mut foreground = Foreground::Auto;
     let mut pdeathsig = Some(Signal::KILL);
-    let mut verbose = false;
     let mut command = None;
     let mut events = None;
     let mut seen = cli::Seen::default();
@@ -101,7 +99,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 seen.once("--events", &opt)?;
                 events = Some(cli::events(&mut parser, &opt)?)
             }
-            arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
+            arg => match cli::common(arg.into(), &mut parser, HELP, &mut false)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
                     command = Some(argv);
@@ -130,7 +128,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         setsid,
         foreground,
         pdeathsig,
-        verbose,
         command,
         named,
         events,
@@ -160,7 +157,7 @@ mod tests {
         assert_eq!(c.route.to, Target::Group);
         assert_eq!(c.foreground, Foreground::Auto);
         assert_eq!(c.pdeathsig, Some(Signal::KILL));
-        assert!(!c.setsid && !c.verbose && c.route.maps().count() == 0);
+        assert!(!c.setsid && c.route.maps().count() == 0);
         assert_eq!(c.command, ["sleep", "1"]);
     }
 
@@ -189,7 +186,7 @@ mod tests {
     #[test]
     fn options_stop_at_command() {
         let c = run("-v graceful -g 5 sleep 9").unwrap();
-        assert!(c.verbose);
+        assert!(pgkit::log::verbose_enabled());
         assert_eq!(c.command, ["graceful", "-g", "5", "sleep", "9"]);
         let c = run("-- -v x").unwrap();
         assert_eq!(c.command, ["-v", "x"]);

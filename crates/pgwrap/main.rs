@@ -20,7 +20,6 @@ fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("pgwrap");
     let mut config = cli::run_or_exit(config::parse(pgkit::args::args_os().skip(1)));
-    log::set_verbose(config.verbose);
     // nohup's rule: what the caller left ignored stays ignored.
     let dropped = startup.left_ignored(config.route.caught(), config.named);
     config.route.drop(dropped);
@@ -51,20 +50,15 @@ fn run() -> ! {
         .pdeathsig(config.pdeathsig)
         .foreground(handed_over);
     let mut child = notify::start(&mut spawn, &startup, &mut relay);
-    let sid = if config.setsid {
-        child.pid()
+    let (sid, kind) = if config.setsid {
+        (child.pid(), "session")
     } else {
-        pgkit::tty::own_session()
+        (tty::own_session(), "process group")
     };
     events::started(child.pid(), child.pid(), sid);
     verbose!(
-        "started pid {} in a new {}{}",
+        "started pid {} in a new {kind}{}",
         child.pid(),
-        if config.setsid {
-            "session"
-        } else {
-            "process group"
-        },
         if handed_over {
             ", terminal handed over"
         } else {

@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 static TOOL: OnceLock<&'static str> = OnceLock::new();
-static VERBOSE: AtomicBool = AtomicBool::new(false);
-/// How many `-v` the command line gave (`-vv`: 2).
+/// How many `-v` the command line gave (`-vv`: 2): the one verbosity setting.
 static VERBOSITY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Name the tool for every line it prints (`pgwrap`, `graceful`, `reap`).
@@ -23,9 +22,9 @@ pub fn tool() -> &'static str {
     TOOL.get().copied().unwrap_or("pgkit")
 }
 
-/// Turn `-v` lines on or off.
+/// Turn `-v` lines on or off (each `-v` parsed turns them on already).
 pub fn set_verbose(on: bool) {
-    VERBOSE.store(on, Ordering::Relaxed);
+    VERBOSITY.store(if on { verbosity().max(1) } else { 0 }, Ordering::Relaxed);
 }
 
 /// One more `-v` on the command line.
@@ -41,7 +40,7 @@ pub fn verbosity() -> u32 {
 
 /// Whether `-v` lines are printed.
 pub fn verbose_enabled() -> bool {
-    VERBOSE.load(Ordering::Relaxed)
+    verbosity() > 0
 }
 
 /// `TOOL[PID]: msg` — a `-v` decision line.
