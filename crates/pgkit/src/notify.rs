@@ -139,13 +139,14 @@ impl Relay {
                     crate::error::describe(&e)
                 )
             })?;
-        let dir = private_dir().map_err(|e| {
+        let unable = |e: std::io::Error| {
+            let e = crate::error::describe(&e);
             format!(
-                "unable to make a notification socket for COMMAND ({}): COMMAND runs without it",
-                crate::error::describe(&e)
+                "unable to make a notification socket for COMMAND ({e}): COMMAND runs without it"
             )
-        })?;
-        let own = secret_name()
+        };
+        let dir = private_dir().map_err(unable)?;
+        let (own, path) = secret_name()
             .map(|name| dir.join(name))
             .and_then(|path| {
                 let s = UnixDatagram::bind(&path)?;
@@ -157,12 +158,8 @@ impl Relay {
             })
             .map_err(|e| {
                 let _ = std::fs::remove_dir_all(&dir);
-                format!(
-                    "unable to make a notification socket for COMMAND ({}): COMMAND runs without it",
-                    crate::error::describe(&e)
-                )
+                unable(e)
             })?;
-        let (own, path) = own;
         Ok(Relay {
             own,
             files: Leftover { path, dir },
