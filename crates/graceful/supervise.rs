@@ -12,11 +12,10 @@
 use crate::below::Below;
 use crate::config::Config;
 use crate::machine::{Action, Event, Machine};
-use pgkit::child::Job;
 use pgkit::events;
 use pgkit::notify::{Extension, Relay};
 use pgkit::sigfd::{Received, SignalFd};
-use pgkit::tty::{self, JobControl};
+use pgkit::tty::JobControl;
 use pgkit::{descend, poll, reap, verbose, Child, Signal, Status, Target};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
@@ -159,14 +158,7 @@ impl<'a> Supervisor<'a> {
             self.machine.on(Event::LeaderExited, Instant::now());
             return;
         }
-        match self.child.poll_job() {
-            Some(Job::Stopped(sig)) => {
-                verbose!("COMMAND stopped by {sig}");
-                self.jobs.on_stop(&self.child, sig);
-            }
-            Some(Job::Continued) => self.jobs.continued(),
-            None => {}
-        }
+        self.jobs.follow(&mut self.child);
     }
 
     /// After COMMAND's exit: is anyone of its group left?
@@ -279,12 +271,7 @@ impl<'a> Supervisor<'a> {
             return;
         }
         let routed = self.config.on.contains(signal) || self.config.forward.contains(signal);
-        if !routed && tty::is_job_stop(signal) {
-            events::signal(signal, from, "job-control", None);
-            return self.jobs.on_tool_stop(&self.child, signal);
-        }
-        if !routed && signal == Signal::CONT && self.jobs.on_continue(&self.child) {
-            events::signal(signal, from, "job-control", None);
+        if !routed && self.jobs.on_signal(&self.child, signal, from) {
             return;
         }
         if self.config.on.contains(signal) {

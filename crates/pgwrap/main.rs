@@ -6,7 +6,6 @@
 mod config;
 
 use config::Config;
-use pgkit::child::Job;
 use pgkit::sigfd::Received;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
@@ -86,14 +85,7 @@ fn run() -> ! {
         if let Some(status) = child.peek_exit() {
             break status;
         }
-        match child.poll_job() {
-            Some(Job::Stopped(sig)) => {
-                verbose!("COMMAND stopped by {sig}");
-                jobs.on_stop(&child, sig);
-            }
-            Some(Job::Continued) => jobs.continued(),
-            None => {}
-        }
+        jobs.follow(&mut child);
         let mut fds = vec![signals.as_fd()];
         fds.extend(child.pidfd());
         fds.extend(relay.as_ref().map(|r| r.as_fd()));
@@ -121,15 +113,7 @@ fn pass_on(config: &Config, child: &Child, jobs: &mut JobControl, received: Rece
         return;
     }
     let Some(out) = config.route.route(signal) else {
-        let job_control = if tty::is_job_stop(signal) {
-            jobs.on_tool_stop(child, signal);
-            true
-        } else {
-            signal == Signal::CONT && jobs.on_continue(child)
-        };
-        if job_control {
-            events::signal(signal, from, "job-control", None);
-        } else {
+        if !jobs.on_signal(child, signal, from) {
             events::signal(signal, from, "dropped", None);
             verbose!("received {signal} from pid {from}: dropped");
         }

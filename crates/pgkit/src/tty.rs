@@ -316,6 +316,34 @@ impl JobControl {
         self.continue_command(child);
     }
 
+    /// Act on what [`crate::Child::poll_job`] has to tell: COMMAND stopped
+    /// or continued.
+    pub fn follow(&mut self, child: &mut crate::Child) {
+        match child.poll_job() {
+            Some(crate::child::Job::Stopped(sig)) => {
+                crate::verbose!("COMMAND stopped by {sig}");
+                self.on_stop(child, sig);
+            }
+            Some(crate::child::Job::Continued) => self.continued(),
+            None => {}
+        }
+    }
+
+    /// A signal the tool's options leave alone, taken by job control if it
+    /// is one of its own (the tool's stop, a CONT that continues COMMAND),
+    /// with its `job-control` event; false for any other.
+    pub fn on_signal(&mut self, child: &crate::Child, sig: crate::Signal, from: i32) -> bool {
+        let stop = is_job_stop(sig);
+        if !(stop || sig == crate::Signal::CONT && self.on_continue(child)) {
+            return false;
+        }
+        crate::events::signal(sig, from, "job-control", None);
+        if stop {
+            self.on_tool_stop(child, sig);
+        }
+        true
+    }
+
     /// COMMAND is gone: take the terminal back if it still has it.
     pub fn release(&self, child_pgid: i32) {
         if self.handed_over {
