@@ -1,7 +1,7 @@
 //! Signal numbers: parsing (`TERM`, `SIGTERM`, `term`, `15`, `RTMIN+3`),
 //! printing (`TERM`, `RTMIN+3`: never with `SIG`), and sets of signals.
 //!
-//! Realtime signals are named from `RTMIN` ([`rtmin`]: 34, in every build)
+//! Realtime signals are named from `RTMIN` ([`RTMIN`]: 34, in every build)
 //! and `RTMAX` (`SIGRTMAX()`). The C library reserves the first few of the
 //! kernel's (32 and 33 with glibc, 32 to 34 with musl) and starts its own
 //! `RTMIN` after them; the tools keep glibc's 34 whatever they are linked
@@ -66,11 +66,6 @@ const NAMES: &[(&str, i32)] = &[
 /// the static (musl) build than in the dynamic one.
 pub const RTMIN: i32 = 34;
 
-/// The first realtime signal a name counts from ([`RTMIN`]).
-pub fn rtmin() -> i32 {
-    RTMIN
-}
-
 /// The last realtime signal.
 pub fn rtmax() -> i32 {
     libc::SIGRTMAX()
@@ -133,7 +128,7 @@ impl Signal {
             return Ok(Signal(n));
         }
         let (base, rest) = if let Some(r) = name.strip_prefix("RTMIN") {
-            (rtmin(), r)
+            (RTMIN, r)
         } else if let Some(r) = name.strip_prefix("RTMAX") {
             (rtmax(), r)
         } else {
@@ -141,17 +136,17 @@ impl Signal {
         };
         let n = match rest.as_bytes().first() {
             None => base,
-            Some(b'+') if base == rtmin() => base + small_offset(&rest[1..]).ok_or_else(bad)?,
+            Some(b'+') if base == RTMIN => base + small_offset(&rest[1..]).ok_or_else(bad)?,
             Some(b'-') if base == rtmax() => base - small_offset(&rest[1..]).ok_or_else(bad)?,
             _ => return Err(bad()),
         };
-        if (rtmin()..=rtmax()).contains(&n) {
+        if (RTMIN..=rtmax()).contains(&n) {
             Ok(Signal(n))
         } else {
             Err(format!(
                 "{} is out of range (RTMIN+0 .. RTMIN+{})",
                 text,
-                rtmax() - rtmin()
+                rtmax() - RTMIN
             ))
         }
     }
@@ -202,7 +197,7 @@ impl fmt::Display for Signal {
         if let Some((name, _)) = NAMES.iter().find(|(_, n)| *n == self.0) {
             return f.write_str(name);
         }
-        let (lo, hi) = (rtmin(), rtmax());
+        let (lo, hi) = (RTMIN, rtmax());
         match self.0 {
             // Below the C library's RTMIN (32 and 33 with glibc): no name.
             n if n < lo => write!(f, "{n}"),
@@ -223,11 +218,7 @@ impl SigSet {
 
     /// The set of the given signals.
     pub fn of(sigs: &[Signal]) -> SigSet {
-        let mut set = SigSet::EMPTY;
-        for &s in sigs {
-            set.insert(s);
-        }
-        set
+        sigs.iter().copied().collect()
     }
 
     pub fn insert(&mut self, s: Signal) {
@@ -307,29 +298,25 @@ impl SigSet {
     /// signals are read too: the tool stops COMMAND's group before it stops
     /// itself (`tty::JobControl`).
     pub fn blockable() -> SigSet {
-        let mut set = SigSet::EMPTY;
-        for s in Signal::all() {
-            if !(s.is_uncatchable() || s.is_fault()) {
-                set.insert(s);
-            }
-        }
-        set
+        Signal::all()
+            .filter(|s| !(s.is_uncatchable() || s.is_fault()))
+            .collect()
     }
 }
 
 impl fmt::Display for SigSet {
     /// `TERM,INT,HUP` in number order; `none` when empty.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.is_empty() {
-            return f.write_str("none");
-        }
-        for (i, s) in self.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{s}")?;
-        }
-        Ok(())
+        let names: Vec<String> = self.iter().map(|s| s.to_string()).collect();
+        let text = names.join(",");
+        f.write_str(if text.is_empty() { "none" } else { &text })
+    }
+}
+
+/// A set of the signals an iterator gives.
+impl FromIterator<Signal> for SigSet {
+    fn from_iter<I: IntoIterator<Item = Signal>>(sigs: I) -> SigSet {
+        SigSet(sigs.into_iter().fold(0, |bits, s| bits | 1 << (s.0 - 1)))
     }
 }
 
@@ -366,12 +353,12 @@ mod tests {
 
     #[test]
     fn realtime_computed_at_run_time() {
-        assert_eq!(Signal::parse("RTMIN").unwrap().raw(), rtmin());
-        assert_eq!(Signal::parse("rtmin+3").unwrap().raw(), rtmin() + 3);
+        assert_eq!(Signal::parse("RTMIN").unwrap().raw(), RTMIN);
+        assert_eq!(Signal::parse("rtmin+3").unwrap().raw(), RTMIN + 3);
         assert_eq!(Signal::parse("SIGRTMAX-1").unwrap().raw(), rtmax() - 1);
         assert_eq!(Signal::parse("RTMAX").unwrap().raw(), rtmax());
         assert_eq!(Signal::parse(&rtmax().to_string()).unwrap().raw(), rtmax());
-        let span = rtmax() - rtmin();
+        let span = rtmax() - RTMIN;
         assert!(Signal::parse(&format!("RTMIN+{}", span + 1)).is_err());
         assert!(Signal::parse("RTMIN-1").is_err());
         assert!(Signal::parse("RTMAX+1").is_err());
@@ -398,10 +385,7 @@ mod tests {
             assert_eq!(Signal::parse(&shown), Ok(s), "{shown}");
         }
         assert_eq!(Signal::TERM.to_string(), "TERM");
-        assert_eq!(
-            Signal::from_raw(rtmin() + 3).unwrap().to_string(),
-            "RTMIN+3"
-        );
+        assert_eq!(Signal::from_raw(RTMIN + 3).unwrap().to_string(), "RTMIN+3");
         assert_eq!(
             Signal::from_raw(rtmax() - 1).unwrap().to_string(),
             "RTMAX-1"
@@ -410,7 +394,7 @@ mod tests {
 
     #[test]
     fn the_reserved_realtime_signals_are_signals() {
-        for n in 32..rtmin() {
+        for n in 32..RTMIN {
             let s = Signal::parse(&n.to_string()).unwrap();
             assert_eq!(s.raw(), n);
             assert_eq!(s.to_string(), n.to_string());
