@@ -8,7 +8,8 @@
 //! the sweep cannot kill, so every field is found by position in bytes.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 /// A process name as `/proc/PID/stat` shows it: up to 15 bytes, any bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -38,13 +39,7 @@ impl std::fmt::Display for Name {
     /// log line stays one line.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for chunk in self.as_bytes().utf8_chunks() {
-            for c in chunk.valid().chars() {
-                if c.is_control() {
-                    write!(f, "{}", c.escape_default())?;
-                } else {
-                    write!(f, "{c}")?;
-                }
-            }
+            f.write_str(&crate::log::one_line(chunk.valid()))?;
             for b in chunk.invalid() {
                 write!(f, "\\x{b:02x}")?;
             }
@@ -261,11 +256,7 @@ pub fn children_of(pid: i32) -> Option<Vec<i32>> {
     };
     for task in tasks.flatten() {
         let tid = task.file_name();
-        let mut path = dir.clone();
-        path.push('/');
-        path.push_str(&tid.to_string_lossy());
-        path.push_str("/children");
-        match read(&path) {
+        match read(&format!("{dir}/{}/children", tid.to_string_lossy())) {
             Ok(text) => kids.extend(pids(&text)),
             Err(_) if own => return None,
             Err(_) => {}
@@ -317,7 +308,8 @@ impl std::fmt::Display for Unusable {
 }
 
 /// 0: not checked yet; 1: usable; 2, 3: [`Unusable::Missing`], `Foreign`.
-static CHECKED: AtomicU8 = AtomicU8::new(0);
+/// The answer of [`check`], once it is one to keep.
+static CHECKED: OnceLock<Result<(), Unusable>> = OnceLock::new();
 
 /// Whether `/proc` is mounted and shows this PID namespace. The answer is
 /// kept for the process image (a fork stays in its parent's namespace),
@@ -329,20 +321,13 @@ static CHECKED: AtomicU8 = AtomicU8::new(0);
 /// namespace's. (Comparing `/proc/self` with our pid alone accepts a
 /// foreign `/proc` in which our pid happens to have the same number.)
 pub fn check() -> Result<(), Unusable> {
-    match CHECKED.load(Ordering::Relaxed) {
-        1 => return Ok(()),
-        2 => return Err(Unusable::Missing),
-        3 => return Err(Unusable::Foreign),
-        _ => {}
+    if let Some(&answer) = CHECKED.get() {
+        return answer;
     }
     let answer = look();
-    let code = match answer {
-        Ok(()) => 1,
-        Err(Unusable::Missing) => 2,
-        Err(Unusable::Foreign) => 3,
-        Err(Unusable::NoDescriptor) => 0,
-    };
-    CHECKED.store(code, Ordering::Relaxed);
+    if answer != Err(Unusable::NoDescriptor) {
+        let _ = CHECKED.set(answer);
+    }
     answer
 }
 
@@ -355,22 +340,13 @@ fn look() -> Result<(), Unusable> {
     };
     let me = own_pid();
     if let Some(nspid) = status_field(&status, "NSpid") {
-        let ids = pids(nspid);
-        return if ids == [me] {
-            Ok(())
-        } else {
-            Err(Unusable::Foreign)
-        };
+        return (pids(nspid) == [me]).then_some(()).ok_or(Unusable::Foreign);
     }
     // A kernel before 4.1 has no NSpid: the pid of /proc/self then has to do.
     let own = std::fs::read_link("/proc/self")
         .ok()
         .and_then(|p| p.to_str()?.parse::<i32>().ok());
-    if own == Some(me) {
-        Ok(())
-    } else {
-        Err(Unusable::Foreign)
-    }
+    (own == Some(me)).then_some(()).ok_or(Unusable::Foreign)
 }
 
 /// Why a walk of `/proc` just failed although [`check`] found it usable:
