@@ -90,26 +90,24 @@ fn is_job(s: &WaitIdStatus) -> bool {
 
 /// Decode a status in `wait(2)`'s form (the `exit_code` of `/proc/PID/stat`).
 fn wait_status(code: i32) -> Status {
-    let sig = code & 0x7f;
-    if sig == 0 {
-        return Status::Exited((code >> 8) & 0xff);
-    }
-    match Signal::from_raw(sig) {
-        Some(sig) => Status::Signaled(sig),
-        None => Status::Exited(128 + sig),
+    match code & 0x7f {
+        0 => Status::Exited((code >> 8) & 0xff),
+        sig => killed_by(sig),
     }
 }
 
 /// Decode an exit from `waitid`.
 pub(crate) fn exit_status(s: &WaitIdStatus) -> Status {
-    if let Some(code) = s.exit_status() {
-        return Status::Exited(code);
-    }
-    let n = s.terminating_signal().unwrap_or(0);
-    match Signal::from_raw(n) {
-        Some(sig) => Status::Signaled(sig),
-        None => Status::Exited(128 + n),
-    }
+    (s.exit_status()).map_or_else(
+        || killed_by(s.terminating_signal().unwrap_or(0)),
+        Status::Exited,
+    )
+}
+
+/// Killed by signal `n` (a number that is no signal: 128 + `n`, as a shell
+/// says it).
+fn killed_by(n: i32) -> Status {
+    Signal::from_raw(n).map_or(Status::Exited(128 + n), Status::Signaled)
 }
 
 impl Child {

@@ -68,10 +68,7 @@ impl Timer {
             (None, _) => (Duration::ZERO, TimerfdTimerFlags::empty()),
         };
         let spec = Itimerspec {
-            it_interval: Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
+            it_interval: Timespec::default(),
             it_value: Timespec {
                 tv_sec: value.as_secs().min(i64::MAX as u64) as i64,
                 tv_nsec: value.subsec_nanos().into(),

@@ -119,13 +119,7 @@ impl Marks {
             PollFd::new(&self.back, PollFlags::empty()),
             PollFd::new(&self.cleanup, PollFlags::IN),
         ];
-        match poll(
-            &mut fds,
-            Some(&rustix::time::Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            }),
-        ) {
+        match poll(&mut fds, Some(&rustix::time::Timespec::default())) {
             Ok(_) => fds.iter().any(|f| {
                 !f.revents().contains(PollFlags::HUP) || f.revents().contains(PollFlags::IN)
             }),
@@ -244,14 +238,10 @@ impl Spare {
         self.cleanups.extend(self.marks.written());
         // The news of ended cleanups, read: this walk is what it asked for.
         let mut buf = [0u8; 64];
-        loop {
-            match rustix::io::read(&self.marks.back, &mut buf) {
-                Ok(0) => {
-                    self.backs_gone = true;
-                    break;
-                }
-                Ok(_) => {}
-                Err(_) => break,
+        while let Ok(n) = rustix::io::read(&self.marks.back, &mut buf) {
+            if n == 0 {
+                self.backs_gone = true;
+                break;
             }
         }
         let cleanups = &self.cleanups;

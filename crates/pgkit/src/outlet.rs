@@ -221,10 +221,7 @@ pub fn mute_unread() {
             continue;
         }
         let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::OUT)];
-        let zero = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
+        let zero = rustix::event::Timespec::default();
         let gone = rustix::event::poll(&mut pfd, Some(&zero)).is_ok()
             && pfd[0].revents().intersects(PollFlags::ERR | PollFlags::HUP);
         if !gone {

@@ -71,9 +71,6 @@ pub fn send_or_kill(fd: Option<BorrowedFd<'_>>, pid: Pid, sig: Signal) -> io::Re
 pub fn readable(fd: BorrowedFd<'_>) -> io::Result<bool> {
     use rustix::event::{PollFd, PollFlags, Timespec};
     let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
-    let now = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let now = Timespec::default();
     Ok(rustix::event::poll(&mut pfd, Some(&now))? > 0)
 }
