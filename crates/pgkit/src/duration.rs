@@ -47,9 +47,7 @@ impl Timeout {
         if text.eq_ignore_ascii_case("inf") || text.eq_ignore_ascii_case("infinity") {
             return Ok(Timeout::Never);
         }
-        let Some((whole, frac, exp, unit)) = number_and_unit(text) else {
-            return Err(bad());
-        };
+        let (whole, frac, exp, unit) = number_and_unit(text).ok_or_else(bad)?;
         let digits = [whole, frac].concat();
         let exp10 = exp - frac.len() as i64;
         let nanos_per_unit: u128 = match unit {
@@ -70,17 +68,15 @@ impl Timeout {
         let exp10 = exp10.saturating_add((significant.len() - kept) as i64);
         let mantissa: u128 = significant[..kept].parse().unwrap_or(0);
         let scaled = mantissa * nanos_per_unit;
+        let power = u32::try_from(exp10.unsigned_abs())
+            .ok()
+            .and_then(|e| 10u128.checked_pow(e));
         let nanos = if exp10 >= 0 {
-            u32::try_from(exp10)
-                .ok()
-                .and_then(|e| 10u128.checked_pow(e))
+            power
                 .and_then(|p| scaled.checked_mul(p))
                 .unwrap_or(max_nanos)
         } else {
-            u32::try_from(-exp10)
-                .ok()
-                .and_then(|e| 10u128.checked_pow(e))
-                .map_or(0, |p| scaled / p)
+            power.map_or(0, |p| scaled / p)
         }
         .min(max_nanos);
         // A positive value too small to count in nanoseconds is the smallest

@@ -37,7 +37,7 @@ use crate::child::Child;
 use crate::error::{describe, Error, CANNOT_EXEC, NOT_FOUND};
 use crate::pidfd;
 use crate::signal::Signal;
-use crate::startup::{Restorer, Startup};
+use crate::startup::Startup;
 use rustix::process::{getpid, getppid, setpgid, setsid, Pid, WaitOptions};
 use rustix::stdio::stdin;
 use rustix::termios::tcsetpgrp;
@@ -154,7 +154,7 @@ impl<'a> Spawn<'a> {
             Arena::new(self.cgroup.is_some()).map_err(|e| Error::sys("start a process", e))?;
         let mut job = ChildJob {
             image: &image,
-            restorer: startup.restorer(),
+            startup: *startup,
             isolation: self.isolation,
             pdeathsig: self.pdeathsig,
             foreground: self.foreground,
@@ -215,8 +215,7 @@ impl<'a> Spawn<'a> {
             Ok(image) => image,
             Err(e) => return e,
         };
-        let restorer = startup.restorer();
-        restorer.restore();
+        startup.restore();
         let errno = image.exec();
         // Back to the tool's own state: SIGCHLD waited for, signals blocked.
         let _ = crate::sigraw::set_disposition(crate::Signal::CHLD, false);
@@ -569,7 +568,7 @@ impl Failure {
 /// What the child reads (and, on failure, writes).
 struct ChildJob<'a> {
     image: &'a Image,
-    restorer: Restorer,
+    startup: Startup,
     isolation: Isolation,
     pdeathsig: Option<Signal>,
     foreground: bool,
@@ -791,7 +790,7 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
     if let Some(sig) = job.pdeathsig {
         let _ = crate::sigraw::int_call(crate::sigraw::IntCall::ParentDeathSignal(sig));
     }
-    job.restorer.restore_with(hold_stops);
+    job.startup.restore_with(hold_stops);
     if let Some(sig) = job.pdeathsig.filter(|_| getppid() != Some(job.parent)) {
         // The parent died before prctl: no one will send the signal.
         let _ = crate::signal::kill(me.as_raw_pid(), sig);

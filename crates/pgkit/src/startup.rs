@@ -20,7 +20,7 @@
 //!   `signalfd`, and each tool drops it unless an option names it
 //!   ([`Startup::ignored`]).
 //!
-//! COMMAND must not notice any of this: [`Restorer::restore`] runs in the
+//! COMMAND must not notice any of this: [`Startup::restore`] runs in the
 //! child between fork and exec and puts back the caller's mask and the one
 //! disposition the tool changed. The tools never set a handler (they block
 //! signals and read them instead), and `execve` itself resets caught
@@ -96,18 +96,14 @@ impl Startup {
     /// Of `set`, the signals the caller left ignored (one `rt_sigaction`
     /// query each: the tool changed no disposition but SIGCHLD's).
     pub fn ignored(&self, set: SigSet) -> SigSet {
-        let mut out = SigSet::EMPTY;
-        for sig in set.iter().filter(|s| !s.is_uncatchable()) {
-            let ignored = if sig == Signal::CHLD {
-                self.ignore_children
-            } else {
-                sigraw::disposition(sig) == Disposition::Ignore
-            };
-            if ignored {
-                out.insert(sig);
-            }
-        }
-        out
+        let ignored = |sig: &Signal| match *sig {
+            Signal::CHLD => self.ignore_children,
+            sig => sigraw::disposition(sig) == Disposition::Ignore,
+        };
+        set.iter()
+            .filter(|s| !s.is_uncatchable())
+            .filter(ignored)
+            .collect()
     }
 
     /// Of the signals in `acts_on` (what the tool would forward or act on),
@@ -127,24 +123,10 @@ impl Startup {
         dropped
     }
 
-    /// Prepare, in the parent, what the child must put back before exec:
-    /// computing it here keeps the child's side to plain system calls.
-    pub fn restorer(&self) -> Restorer {
-        Restorer {
-            ignore_children: self.ignore_children,
-            mask: self.mask,
-        }
-    }
-}
+    // What the child puts back before exec (the caller's dispositions and
+    // mask), computed before the clone: the child's side is plain system
+    // calls.
 
-/// The caller's dispositions and mask, ready to be put back in a child.
-pub struct Restorer {
-    /// SIGCHLD was ignored by the caller (and un-ignored by the tool).
-    ignore_children: bool,
-    mask: SigSet,
-}
-
-impl Restorer {
     /// Drop every signal pending in the child now. A child is born with no
     /// pending signal but one: a signal sent to the tool's process group
     /// while the kernel was creating the child is delivered to the child as
@@ -172,7 +154,7 @@ impl Restorer {
         self.restore_with(|| {});
     }
 
-    /// [`Restorer::restore`], with `before_unblock` run once the
+    /// [`Startup::restore`], with `before_unblock` run once the
     /// dispositions are the caller's and before the mask is: what it sets
     /// is in place before any signal can be delivered. Async-signal-safe if
     /// `before_unblock` is.
