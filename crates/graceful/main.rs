@@ -12,7 +12,7 @@ mod machine;
 mod supervise;
 
 use machine::Machine;
-use pgkit::spawn::{Isolation, Spawn};
+use pgkit::spawn::Spawn;
 use pgkit::startup::{self, Startup};
 use pgkit::tty::JobControl;
 use pgkit::{cli, events, exit, log, notify, reap, verbose, Error, SigSet};
@@ -54,10 +54,7 @@ fn run() -> ! {
     let mut relay = notify::open();
     let handed_over = config.foreground.hand_over();
     let mut spawn = Spawn::new(&config.command);
-    spawn
-        .isolation(Isolation::Group)
-        .pdeathsig(config.pdeathsig)
-        .foreground(handed_over);
+    spawn.pdeathsig(config.pdeathsig).foreground(handed_over);
     pgkit::duration::export_grace(&mut spawn, grace.duration());
     // What an inner reap guards is spared by the deadline (pgkit::guard).
     let spare = pgkit::guard::Spare::new();

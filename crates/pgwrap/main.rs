@@ -38,16 +38,11 @@ fn run() -> ! {
     // for it.
     let mut relay = notify::open();
     let handed_over = !config.setsid && config.foreground.hand_over();
-    let isolation = if config.setsid {
-        Isolation::Session
-    } else {
-        Isolation::Group
-    };
     let mut spawn = Spawn::new(&config.command);
-    spawn
-        .isolation(isolation)
-        .pdeathsig(config.pdeathsig)
-        .foreground(handed_over);
+    spawn.pdeathsig(config.pdeathsig).foreground(handed_over);
+    if config.setsid {
+        spawn.isolation(Isolation::Session);
+    }
     let mut child = notify::start(&mut spawn, &startup, &mut relay);
     let (sid, kind) = if config.setsid {
         (child.pid(), "session")

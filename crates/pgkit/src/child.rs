@@ -132,7 +132,7 @@ impl Child {
         let pid = crate::typed_pid(pid)?;
         // ECHILD: not our child (any more, or never).
         waitid(pid, WaitIdOptions::EXITED | WaitIdOptions::NOWAIT).ok()?;
-        Some(Child::new(pid, pidfd::open_pinned(pid)))
+        Some(Child::new(pid, pidfd::open(pid).ok()))
     }
 
     /// COMMAND's pid, which is also its process group's id.

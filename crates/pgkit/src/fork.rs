@@ -26,7 +26,7 @@ pub fn fork() -> io::Result<Option<Child>> {
         0 => Ok(None),
         pid => {
             let pid = crate::typed_pid(pid).expect("fork returns a positive pid to the parent");
-            Ok(Some(Child::new(pid, pidfd::open_pinned(pid))))
+            Ok(Some(Child::new(pid, pidfd::open(pid).ok())))
         }
     }
 }

@@ -26,13 +26,6 @@ pub fn open(pid: Pid) -> io::Result<OwnedFd> {
     Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
 }
 
-/// [`open`] for a process whose pid is pinned already (an unreaped child):
-/// its pidfd, or `None` where there are none (or none is left to open), the
-/// caller then going by the pid alone.
-pub fn open_pinned(pid: Pid) -> Option<OwnedFd> {
-    open(pid).ok()
-}
-
 /// Whether an error of a pidfd call means "no pidfds here": the kernel is
 /// older than the call (ENOSYS), or a container's seccomp profile refuses it
 /// (EPERM, as Docker's default profile answers for calls it does not know).

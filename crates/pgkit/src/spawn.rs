@@ -200,7 +200,7 @@ impl<'a> Spawn<'a> {
         }
         // Without CLONE_PIDFD (older kernels): a pidfd of the unreaped child,
         // or none, and SIGCHLD alone watches it.
-        let pidfd = pidfd.or_else(|| pidfd::open_pinned(pid));
+        let pidfd = pidfd.or_else(|| pidfd::open(pid).ok());
         Ok(Child::new(pid, pidfd))
     }
 
