@@ -220,7 +220,7 @@ impl<'a> Spawn<'a> {
         // Back to the tool's own state: SIGCHLD waited for, signals blocked.
         let _ = crate::sigraw::set_disposition(crate::Signal::CHLD, false);
         crate::startup::block(crate::SigSet::blockable());
-        self.failure(Stage::Exec, errno)
+        self.failure("", errno)
     }
 
     /// Everything `execve` needs, prepared before the child exists.
@@ -301,22 +301,17 @@ impl<'a> Spawn<'a> {
         })
     }
 
-    fn failure(&self, stage: Stage, errno: c_int) -> Error {
+    /// The error for a child that failed at `stage` (what it was doing
+    /// before exec; empty: the exec itself).
+    fn failure(&self, stage: &str, errno: c_int) -> Error {
         let name = self
             .argv
             .first()
             .map(|p| p.to_string_lossy())
             .unwrap_or_default();
         let err = io::Error::from_raw_os_error(errno);
-        let what = match stage {
-            Stage::Group => "setpgid",
-            Stage::Session => "setsid",
-            Stage::Cgroup => "entering the cgroup",
-            Stage::Output => "the output descriptors",
-            Stage::Exec => "",
-        };
-        if !what.is_empty() {
-            return Error::sys(&format!("{what} for '{name}'"), err);
+        if !stage.is_empty() {
+            return Error::sys(&format!("{stage} for '{name}'"), err);
         }
         match errno {
             libc::ENOENT => match self.argv.first().and_then(|p| missing_interpreter(p)) {
@@ -536,22 +531,13 @@ impl Image {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-enum Stage {
-    Group,
-    Session,
-    Cgroup,
-    Output,
-    #[default]
-    Exec,
-}
-
 /// Written by the child when it fails (errno 0: it exec'd), read by the
 /// tool once the clone has returned. Cells: the child writes them while the
 /// tool, suspended, holds a shared reference.
 #[derive(Default)]
 struct Failure {
-    stage: Cell<Stage>,
+    /// What the child was doing ("setpgid"; empty: the exec).
+    stage: Cell<&'static str>,
     errno: Cell<c_int>,
     /// The job-control stops the child caught before exec (a bit per
     /// signal number), to be sent again once it has exec'd.
@@ -559,7 +545,7 @@ struct Failure {
 }
 
 impl Failure {
-    fn record(&self, stage: Stage, errno: c_int) {
+    fn record(&self, stage: &'static str, errno: c_int) {
         self.stage.set(stage);
         self.errno.set(errno);
     }
@@ -753,7 +739,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
 /// and no write but to `job.failure`. Returns (as the child's exit code)
 /// only on failure.
 fn child_path(job: &ChildJob<'_>) -> c_int {
-    let fail = |stage: Stage, errno: rustix::io::Errno| -> c_int {
+    let fail = |stage: &'static str, errno: rustix::io::Errno| -> c_int {
         job.failure.record(stage, errno.raw_os_error());
         127
     };
@@ -763,12 +749,12 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
     if let Some(procs) = job.enter {
         // `0`: the writer itself.
         if let Err(errno) = rustix::io::write(procs, b"0") {
-            return fail(Stage::Cgroup, errno);
+            return fail("entering the cgroup", errno);
         }
     }
     let isolated = match job.isolation {
-        Isolation::Group => setpgid(None, None).map_err(|e| (Stage::Group, e)),
-        Isolation::Session => setsid().map(drop).map_err(|e| (Stage::Session, e)),
+        Isolation::Group => setpgid(None, None).map_err(|e| ("setpgid", e)),
+        Isolation::Session => setsid().map(drop).map_err(|e| ("setsid", e)),
     };
     if let Err((stage, errno)) = isolated {
         return fail(stage, errno);
@@ -778,7 +764,7 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
         job.output[1].map(rustix::stdio::dup2_stderr),
     ];
     if let Some(Err(errno)) = outputs.into_iter().flatten().find(Result::is_err) {
-        return fail(Stage::Output, errno);
+        return fail("the output descriptors", errno);
     }
     let me = getpid();
     if job.foreground {
@@ -796,7 +782,7 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
         let _ = crate::signal::kill(me.as_raw_pid(), sig);
     }
     job.image.env.fill_pid(me.as_raw_pid());
-    job.failure.record(Stage::Exec, job.image.exec());
+    job.failure.record("", job.image.exec());
     127
 }
 
