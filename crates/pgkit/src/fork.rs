@@ -9,7 +9,7 @@
 
 use crate::child::Child;
 use crate::pidfd;
-use rustix::pipe::PipeFlags;
+use rustix::pipe::{pipe_with, PipeFlags};
 use std::io;
 use std::os::fd::OwnedFd;
 
@@ -34,9 +34,7 @@ pub fn fork() -> io::Result<Option<Child>> {
 /// `pipe2(O_CLOEXEC | O_NONBLOCK)`: (read end, write end). Neither end
 /// reaches COMMAND; a full pipe or a gone reader never blocks the writer.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(rustix::pipe::pipe_with(
-        PipeFlags::CLOEXEC | PipeFlags::NONBLOCK,
-    )?)
+    Ok(pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?)
 }
 
 /// `setsid(2)`: a new session and group, without a controlling terminal.

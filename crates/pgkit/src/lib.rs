@@ -109,11 +109,7 @@ pub use signal::{SigSet, Signal};
 /// stand for a group or for every process. (rustix's own `Pid::from_raw`
 /// asserts `raw >= 0`, and its `getpgrp` assumes the answer is not 0.)
 pub(crate) fn typed_pid(raw: i32) -> Option<rustix::process::Pid> {
-    if raw > 0 {
-        rustix::process::Pid::from_raw(raw)
-    } else {
-        None
-    }
+    rustix::process::Pid::from_raw(raw.max(0))
 }
 
 /// Define the program's entry point: `pgkit::main!(run)` with

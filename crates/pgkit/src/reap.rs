@@ -5,7 +5,7 @@
 //! reaped here (its `Child` reaps it), so its pid and group stay pinned.
 
 use crate::child::{exit_status, waitid, Status};
-use rustix::process::{Pid, WaitIdOptions};
+use rustix::process::{getpid, set_child_subreaper, Pid, WaitIdOptions};
 use std::io;
 
 /// Reap every exited child except `keep` (the unreaped COMMAND). Returns the
@@ -79,9 +79,7 @@ fn exited_child() -> io::Result<Option<Pid>> {
 pub fn become_subreaper() -> io::Result<()> {
     // rustix passes the pid as the prctl argument: any pid (non-zero) sets
     // the attribute, `None` clears it.
-    Ok(rustix::process::set_child_subreaper(Some(
-        rustix::process::getpid(),
-    ))?)
+    Ok(set_child_subreaper(Some(getpid()))?)
 }
 
 /// Whether this process is PID 1 of its PID namespace (init: no default
