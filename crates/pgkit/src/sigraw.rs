@@ -20,6 +20,7 @@
 
 use crate::signal::{SigSet, Signal};
 use linux_raw_sys::general::{__kernel_sighandler_t, kernel_sigaction, kernel_sigset_t};
+use linux_raw_sys::general::{SIG_BLOCK, SIG_SETMASK, SIG_UNBLOCK};
 use linux_raw_sys::signal_macros::{sig_ign, SIG_DFL};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -122,28 +123,22 @@ fn mask_call(how: u32, set: Option<u64>) -> u64 {
 
 /// The calling thread's signal mask.
 pub fn mask() -> SigSet {
-    SigSet::from_bits(mask_call(linux_raw_sys::general::SIG_BLOCK, None))
+    SigSet::from_bits(mask_call(SIG_BLOCK, None))
 }
 
 /// Add `set` to the mask; returns the mask before.
 pub fn block(set: SigSet) -> SigSet {
-    SigSet::from_bits(mask_call(
-        linux_raw_sys::general::SIG_BLOCK,
-        Some(set.bits()),
-    ))
+    SigSet::from_bits(mask_call(SIG_BLOCK, Some(set.bits())))
 }
 
 /// Remove `set` from the mask; returns the mask before.
 pub fn unblock(set: SigSet) -> SigSet {
-    SigSet::from_bits(mask_call(
-        linux_raw_sys::general::SIG_UNBLOCK,
-        Some(set.bits()),
-    ))
+    SigSet::from_bits(mask_call(SIG_UNBLOCK, Some(set.bits())))
 }
 
 /// Make `set` the mask (KILL and STOP are left out by the kernel).
 pub fn set_mask(set: SigSet) {
-    mask_call(linux_raw_sys::general::SIG_SETMASK, Some(set.bits()));
+    mask_call(SIG_SETMASK, Some(set.bits()));
 }
 
 /// A `struct sigaction` as the kernel's `rt_sigaction` reads and writes it:
@@ -258,9 +253,6 @@ pub enum IntCall {
     OwnSession,
     /// `getpgid(0)`: this process's group, as `getpgrp()`.
     OwnGroup,
-    /// `fcntl(fd, F_DUPFD_CLOEXEC, lowest)`: a close-on-exec copy of a
-    /// descriptor that is not the tool's (a caller's), for `OwnedFd`.
-    DupCloexec(RawFd, RawFd),
     /// `fcntl(fd, F_GETFD)`.
     FdFlags(RawFd),
     /// `fcntl(fd, F_SETFD, flags)`.
@@ -281,10 +273,6 @@ pub fn int_call(call: IntCall) -> io::Result<i32> {
         ),
         IntCall::OwnSession => (libc::SYS_getsid, [0; 4]),
         IntCall::OwnGroup => (libc::SYS_getpgid, [0; 4]),
-        IntCall::DupCloexec(fd, lowest) => (
-            libc::SYS_fcntl,
-            [fd.into(), libc::F_DUPFD_CLOEXEC.into(), lowest.into(), 0],
-        ),
         IntCall::FdFlags(fd) => (libc::SYS_fcntl, [fd.into(), libc::F_GETFD.into(), 0, 0]),
         IntCall::SetFdFlags(fd, flags) => (
             libc::SYS_fcntl,
@@ -487,7 +475,7 @@ mod tests {
         assert_eq!(int_call(IntCall::FdFlags(fd)).unwrap(), libc::FD_CLOEXEC);
         int_call(IntCall::SetFdFlags(fd, 0)).unwrap();
         assert_eq!(int_call(IntCall::FdFlags(fd)).unwrap(), 0);
-        let closed = int_call(IntCall::DupCloexec(-1, 3)).unwrap_err();
+        let closed = int_call(IntCall::FdFlags(-1)).unwrap_err();
         assert_eq!(closed.raw_os_error(), Some(libc::EBADF));
         let e = int_call(IntCall::Kill(i32::MAX, Signal::TERM)).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ESRCH));
