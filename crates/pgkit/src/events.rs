@@ -42,28 +42,27 @@ thread_local! {
 /// line if it cannot be used). A number is an open descriptor of the
 /// caller's; anything else a file to create or append to.
 pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
-    let fd = if !target.is_empty() && target.bytes().all(|b| b.is_ascii_digit()) {
+    if !target.is_empty() && target.bytes().all(|b| b.is_ascii_digit()) {
         let n: RawFd = target
             .parse()
             .map_err(|_| Error::usage(format!("invalid descriptor '{target}' for {opt}")))?;
         return private(n, opt);
-    } else {
-        // Close-on-exec, as std opens every file.
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(target)
-            .map_err(|e| {
-                Error::usage(format!(
-                    "cannot open '{target}' for {opt}: {} (give a writable path or an open descriptor)",
-                    describe(&e)
-                ))
-            })?;
-        OwnedFd::from(file)
-    };
+    }
+    // Close-on-exec, as std opens every file.
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(target)
+        .map_err(|e| {
+            Error::usage(format!(
+                "cannot open '{target}' for {opt}: {} (give a writable path or an open descriptor)",
+                describe(&e)
+            ))
+        })?;
     // A file of our own: a regular file never blocks a write (a FIFO
     // named by path is reopened non-blocking, as a descriptor would be).
-    Ok(EventLog::new(nonblocking_if_it_may_block(fd)?, false))
+    let fd = nonblocking_if_it_may_block(file.into());
+    Ok(EventLog::new(fd, false))
 }
 
 impl EventLog {
@@ -80,7 +79,7 @@ impl EventLog {
 /// `fd` as is if a write to it cannot block (a regular file), else made
 /// non-blocking: only for a descriptor whose open file description is the
 /// tool's own.
-fn nonblocking_if_it_may_block(fd: OwnedFd) -> Result<OwnedFd, Error> {
+fn nonblocking_if_it_may_block(fd: OwnedFd) -> OwnedFd {
     use rustix::fs::{FileType, OFlags};
     let kind = rustix::fs::fstat(&fd).map(|st| FileType::from_raw_mode(st.st_mode));
     if !matches!(kind, Ok(FileType::RegularFile | FileType::BlockDevice)) {
@@ -88,7 +87,7 @@ fn nonblocking_if_it_may_block(fd: OwnedFd) -> Result<OwnedFd, Error> {
             let _ = rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK);
         }
     }
-    Ok(fd)
+    fd
 }
 
 /// The caller's descriptor `n`, as the log writes it without changing it:
