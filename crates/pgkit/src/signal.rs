@@ -140,15 +140,11 @@ impl Signal {
             Some(b'-') if base == rtmax() => base - small_offset(&rest[1..]).ok_or_else(bad)?,
             _ => return Err(bad()),
         };
-        if (RTMIN..=rtmax()).contains(&n) {
-            Ok(Signal(n))
-        } else {
-            Err(format!(
-                "{} is out of range (RTMIN+0 .. RTMIN+{})",
-                text,
-                rtmax() - RTMIN
-            ))
-        }
+        let most = rtmax() - RTMIN;
+        (RTMIN..=rtmax())
+            .contains(&n)
+            .then_some(Signal(n))
+            .ok_or_else(|| format!("{text} is out of range (RTMIN+0 .. RTMIN+{most})"))
     }
 
     /// Parse a comma-separated list: `TERM,INT,HUP`.

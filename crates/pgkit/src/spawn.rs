@@ -443,11 +443,7 @@ fn candidates(program: &OsStr) -> Vec<OsString> {
     path.as_bytes()
         .split(|&b| b == b':')
         .map(|dir| {
-            let mut full = if dir.is_empty() {
-                OsString::from(".")
-            } else {
-                OsStr::from_bytes(dir).to_owned()
-            };
+            let mut full = OsStr::from_bytes(if dir.is_empty() { b"." } else { dir }).to_owned();
             full.push("/");
             full.push(program);
             full
