@@ -102,43 +102,34 @@ fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
     Some((st.st_dev as u64, st.st_ino as u64))
 }
 
-/// Whether the file `pid` runs is named as a tool and holds [`MARK`].
-fn marked_tool(pid: i32) -> bool {
+/// Some when the file `pid` runs is named as a tool and holds [`MARK`].
+fn marked_tool(pid: i32) -> Option<()> {
     use std::io::Read;
     let exe = format!("/proc/{pid}/exe");
-    let Ok(link) = std::fs::read_link(&exe) else {
-        return false;
-    };
+    let link = std::fs::read_link(&exe).ok()?;
     // "PATH (deleted)" once the package was upgraded under it.
     let link = link.to_string_lossy();
     let path = link.strip_suffix(" (deleted)").unwrap_or(&link);
     let name = path.rsplit('/').next().unwrap_or_default();
-    if !NAMES.contains(&name) {
-        return false;
-    }
-    let Ok(mut file) = std::fs::File::open(&exe) else {
-        return false;
-    };
+    NAMES.contains(&name).then_some(())?;
+    let mut file = std::fs::File::open(&exe).ok()?;
     let keep = MARK.len() - 1;
     let mut buf = vec![0u8; 64 * 1024 + keep];
     let mut have = 0;
     let mut read = 0;
     while read < MAX_SCAN {
-        let n = match file.read(&mut buf[have..]) {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => n,
-        };
+        let n = file.read(&mut buf[have..]).ok().filter(|&n| n > 0)?;
         read += n;
         have += n;
         if buf[..have].windows(MARK.len()).any(|w| w == MARK) {
-            return true;
+            return Some(());
         }
         // The last bytes may start the mark: keep them.
         let tail = have.saturating_sub(keep);
         buf.copy_within(tail..have, 0);
         have -= tail;
     }
-    false
+    None
 }
 
 impl Tools {
@@ -167,7 +158,7 @@ impl Tools {
         if let Some(&known) = self.seen.borrow().get(&id) {
             return known;
         }
-        let tool = marked_tool(pid);
+        let tool = marked_tool(pid).is_some();
         self.seen.borrow_mut().insert(id, tool);
         tool
     }
