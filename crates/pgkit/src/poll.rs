@@ -120,16 +120,11 @@ pub fn wait_all(
 ) {
     ready.clear();
     // The timer keeps the deadline; the poll timeout only if it cannot.
-    let mut timer = TIMER.lock().unwrap_or_else(|e| e.into_inner());
-    let mut armed = false;
-    if let Some(d) = deadline {
-        if timer.is_none() {
-            *timer = Timer::new().ok();
-        }
-        if let Some(t) = timer.as_mut() {
-            armed = t.arm(Some(d)).is_ok();
-        }
+    if deadline.is_some() {
+        open_timer();
     }
+    let mut timer = TIMER.lock().unwrap_or_else(|e| e.into_inner());
+    let armed = deadline.is_some_and(|d| timer.as_mut().is_some_and(|t| t.arm(Some(d)).is_ok()));
     let fallback = if armed { None } else { deadline };
     let timer_fd = timer.as_ref().filter(|_| armed).map(|t| t.as_fd());
     let ours = readable.len() + writable.len() + priority.len();
@@ -162,11 +157,5 @@ pub fn wait_all(
     if FAILURES.load(Ordering::Relaxed) != 0 {
         FAILURES.store(0, Ordering::Relaxed);
     }
-    ready.extend(
-        pfds[..ours]
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !p.revents().is_empty())
-            .map(|(i, _)| i),
-    );
+    ready.extend((0..ours).filter(|&i| !pfds[i].revents().is_empty()));
 }
