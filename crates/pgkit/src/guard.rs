@@ -186,18 +186,15 @@ pub struct Spare {
 impl Spare {
     /// New marks; `None` (nothing is spared) if the pipes cannot be made.
     pub fn new() -> Option<Spare> {
-        match Marks::new() {
-            Ok(marks) => Some(Spare {
-                marks,
-                cleanups: BTreeSet::new(),
-                cleanup_tree: BTreeMap::new(),
-                backs_gone: false,
-            }),
-            Err(e) => {
-                crate::verbose!("no marks for an inner reap ({e}): it is not spared");
-                None
-            }
-        }
+        let marks = Marks::new()
+            .map_err(|e| crate::verbose!("no marks for an inner reap ({e}): it is not spared"))
+            .ok()?;
+        Some(Spare {
+            marks,
+            cleanups: BTreeSet::new(),
+            cleanup_tree: BTreeMap::new(),
+            backs_gone: false,
+        })
     }
 
     /// What a wait watches once the deadline has passed: the back mark's

@@ -320,20 +320,14 @@ impl Leftover {
 /// but malformed or unreachable, one warning line, and `None` (COMMAND then
 /// runs with it unset: see [`Service`]).
 pub fn open() -> Option<Relay> {
-    match Relay::to(&std::env::var_os(VAR)?) {
-        Ok(relay) => {
-            crate::verbose!(
-                "relaying notifications from {} to {}",
-                relay.files.path.display(),
-                std::env::var_os(VAR).unwrap_or_default().to_string_lossy()
-            );
-            Some(relay)
-        }
-        Err(warning) => {
-            crate::warn!("{warning}");
-            None
-        }
-    }
+    let upstream = std::env::var_os(VAR)?;
+    let relay = Relay::to(&upstream).map_err(|w| crate::warn!("{w}")).ok()?;
+    crate::verbose!(
+        "relaying notifications from {} to {}",
+        relay.files.path.display(),
+        upstream.to_string_lossy()
+    );
+    Some(relay)
 }
 
 /// Start COMMAND (`spawn`) with what systemd's variables become for it
