@@ -32,12 +32,10 @@ pub fn reap_except(keep: Option<i32>) -> io::Result<Vec<(i32, Status)>> {
         }
         // `keep` is a zombie and waitid(P_ALL) will keep naming it first:
         // reap the others by pid, found in /proc.
-        for other in crate::procfs::own_children().unwrap_or_default() {
-            match crate::typed_pid(other) {
-                Some(other) if other != pid => {
-                    let _ = reap(other);
-                }
-                _ => {}
+        let others = crate::procfs::own_children().unwrap_or_default();
+        for other in others.into_iter().filter_map(crate::typed_pid) {
+            if other != pid {
+                let _ = reap(other);
             }
         }
         break;

@@ -40,26 +40,20 @@ pub struct Survivor {
 /// The reason from the masks of `status` (the text of /proc/PID/status) and
 /// the state letter, for the stop signal `sig`.
 pub fn reason(status: &[u8], sig: Signal) -> Reason {
-    let mask = |key| {
+    // Whether `sig` is in the mask `key` (SigIgn, SigBlk, SigCgt).
+    let has = |key| {
         procfs::status_field(status, key)
             .and_then(|v| std::str::from_utf8(v).ok())
             .and_then(|v| u64::from_str_radix(v, 16).ok())
-            .map(SigSet::from_bits)
+            .is_some_and(|bits| SigSet::from_bits(bits).contains(sig))
     };
-    let state = procfs::status_field(status, "State").and_then(|v| v.first().copied());
-    match state {
-        Some(b'D') => return Reason::Uninterruptible,
-        Some(b'T') | Some(b't') => return Reason::Stopped,
-        _ => {}
-    }
-    if mask("SigIgn").is_some_and(|m| m.contains(sig)) {
-        Reason::Ignores
-    } else if mask("SigBlk").is_some_and(|m| m.contains(sig)) {
-        Reason::Blocks
-    } else if mask("SigCgt").is_some_and(|m| m.contains(sig)) {
-        Reason::Catches
-    } else {
-        Reason::Unknown
+    match procfs::status_field(status, "State").and_then(|v| v.first().copied()) {
+        Some(b'D') => Reason::Uninterruptible,
+        Some(b'T' | b't') => Reason::Stopped,
+        _ if has("SigIgn") => Reason::Ignores,
+        _ if has("SigBlk") => Reason::Blocks,
+        _ if has("SigCgt") => Reason::Catches,
+        _ => Reason::Unknown,
     }
 }
 
