@@ -159,13 +159,10 @@ impl Outlet {
         writable: &mut Vec<BorrowedFd<'a>>,
     ) {
         for s in self.streams.iter().filter(|s| s.into.is_some()) {
-            match (&s.into, s.pending.is_empty()) {
-                (_, true) if !s.ended => {
-                    readable.push(s.from.as_fd());
-                }
-                (Some(Into::Pipe(fd)), false) => writable.push(fd.as_fd()),
-                (Some(Into::Socket(n)), false) => writable.push(caller(*n)),
-                _ => {}
+            if !s.pending.is_empty() {
+                writable.extend(s.out());
+            } else if !s.ended {
+                readable.push(s.from.as_fd());
             }
         }
     }
@@ -185,21 +182,14 @@ impl Outlet {
     pub fn finish(&mut self) {
         loop {
             self.pump();
-            let mut writable = Vec::new();
-            for s in self.streams.iter().filter(|s| !s.pending.is_empty()) {
-                match &s.into {
-                    Some(Into::Pipe(fd)) => writable.push(fd.as_fd()),
-                    Some(Into::Socket(n)) => writable.push(caller(*n)),
-                    _ => {}
-                }
-            }
-            if writable.is_empty() {
+            let mut fds: Vec<PollFd<'_>> = (self.streams.iter())
+                .filter(|s| !s.pending.is_empty())
+                .filter_map(Stream::out)
+                .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::OUT))
+                .collect();
+            if fds.is_empty() {
                 return;
             }
-            let mut fds: Vec<PollFd<'_>> = writable
-                .iter()
-                .map(|fd| PollFd::from_borrowed_fd(*fd, PollFlags::OUT))
-                .collect();
             if let Err(e) = rustix::event::poll(&mut fds, None) {
                 if e != Errno::INTR {
                     return;
@@ -257,6 +247,15 @@ fn into(n: RawFd) -> Option<Into> {
 }
 
 impl Stream {
+    /// Where the copy writes, while there is a reader to write to.
+    fn out(&self) -> Option<BorrowedFd<'_>> {
+        match &self.into {
+            Some(Into::Pipe(fd)) => Some(fd.as_fd()),
+            Some(Into::Socket(n)) => Some(caller(*n)),
+            _ => None,
+        }
+    }
+
     fn pump(&mut self) {
         loop {
             if !self.pending.is_empty() {
