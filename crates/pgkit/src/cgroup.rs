@@ -403,26 +403,20 @@ impl Cgroup {
 
     /// What the job used (cpu.stat, memory.peak).
     pub fn usage(&self) -> Usage {
-        let read = |file: &str| read_at(&self.dir, file);
-        let mut usage = Usage::default();
-        if let Some(text) = read("cpu.stat") {
-            for line in text.split(|&b| b == b'\n') {
-                let mut words = line.split(|&b| b == b' ');
-                let (Some(key), Some(value)) = (words.next(), words.next()) else {
-                    continue;
-                };
-                let value = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
-                match key {
-                    b"usage_usec" => usage.cpu_usec = value,
-                    b"user_usec" => usage.user_usec = value,
-                    b"system_usec" => usage.system_usec = value,
-                    _ => {}
-                }
-            }
+        let number = |v: &[u8]| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok();
+        let stat = read_at(&self.dir, "cpu.stat").unwrap_or_default();
+        // A `KEY VALUE` line of cpu.stat.
+        let cpu = |key: &str| {
+            (stat.split(|&b| b == b'\n'))
+                .find_map(|l| l.strip_prefix(key.as_bytes())?.strip_prefix(b" "))
+                .and_then(number)
+        };
+        Usage {
+            cpu_usec: cpu("usage_usec"),
+            user_usec: cpu("user_usec"),
+            system_usec: cpu("system_usec"),
+            memory_peak: read_at(&self.dir, "memory.peak").and_then(|t| number(&t)),
         }
-        usage.memory_peak =
-            read("memory.peak").and_then(|t| std::str::from_utf8(&t).ok()?.trim().parse().ok());
-        usage
     }
 
     /// Remove the directory (it must be empty of processes). Once only.
@@ -530,5 +524,39 @@ mod tests {
             u.line(),
             "cpu 1.234s (user 1.000s, system 0.234s), memory.peak unknown (no memory controller)"
         );
+    }
+
+    #[test]
+    fn usage_is_read_from_cpu_stat_and_memory_peak() {
+        let dir = std::env::temp_dir().join(format!("pgkit-usage.{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stat = "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\nnr_periods 0\n";
+        for (file, text) in [
+            ("cgroup.procs", ""),
+            ("cgroup.events", "populated 0\n"),
+            ("cpu.stat", stat),
+            ("memory.peak", "4096\n"),
+        ] {
+            std::fs::write(dir.join(file), text).unwrap();
+        }
+        let usage = Cgroup::open(dir.clone()).unwrap().usage();
+        std::fs::write(dir.join("cpu.stat"), "user_usec_x 9\nusage_usec 7\n").unwrap();
+        std::fs::remove_file(dir.join("memory.peak")).unwrap();
+        let partial = Cgroup::open(dir.clone()).unwrap().usage();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            usage,
+            Usage {
+                cpu_usec: Some(1_234_567),
+                user_usec: Some(1_000_000),
+                system_usec: Some(234_567),
+                memory_peak: Some(4096),
+            }
+        );
+        let only_cpu = Usage {
+            cpu_usec: Some(7),
+            ..Usage::default()
+        };
+        assert_eq!(partial, only_cpu);
     }
 }
