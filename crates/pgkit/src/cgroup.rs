@@ -66,18 +66,15 @@ impl Usage {
     /// `cpu 1.234s (user 1.000s, system 0.234s), memory.peak 1234 bytes`.
     pub fn line(&self) -> String {
         let secs = |us: u64| format!("{}.{:03}s", us / 1_000_000, us % 1_000_000 / 1000);
-        let mut out = match self.cpu_usec {
-            Some(us) => format!("cpu {}", secs(us)),
-            None => "cpu unknown".to_string(),
+        let cpu = self.cpu_usec.map_or("unknown".into(), secs);
+        let split = match (self.user_usec, self.system_usec) {
+            (Some(u), Some(s)) => format!(" (user {}, system {})", secs(u), secs(s)),
+            _ => String::new(),
         };
-        if let (Some(u), Some(s)) = (self.user_usec, self.system_usec) {
-            out.push_str(&format!(" (user {}, system {})", secs(u), secs(s)));
-        }
-        match self.memory_peak {
-            Some(bytes) => out.push_str(&format!(", memory.peak {bytes} bytes")),
-            None => out.push_str(", memory.peak unknown (no memory controller)"),
-        }
-        out
+        let memory = (self.memory_peak).map_or("unknown (no memory controller)".into(), |b| {
+            format!("{b} bytes")
+        });
+        format!("cpu {cpu}{split}, memory.peak {memory}")
     }
 }
 
@@ -524,6 +521,11 @@ mod tests {
             u.line(),
             "cpu 1.234s (user 1.000s, system 0.234s), memory.peak unknown (no memory controller)"
         );
+        let memory_only = Usage {
+            memory_peak: Some(4096),
+            ..Usage::default()
+        };
+        assert_eq!(memory_only.line(), "cpu unknown, memory.peak 4096 bytes");
     }
 
     #[test]
