@@ -222,12 +222,7 @@ impl Child {
             if p.pgid != pgid || p.pid == pgid || p.is_zombie() {
                 continue;
             }
-            let Some(fd) = crate::typed_pid(p.pid).and_then(|pid| pidfd::open(pid).ok()) else {
-                continue;
-            };
-            let same = crate::procfs::stat(p.pid)
-                .is_some_and(|now| now.start == p.start && now.pgid == pgid);
-            if same {
+            if let Some((fd, _)) = pidfd::pin(&p).filter(|(_, now)| now.pgid == pgid) {
                 let _ = pidfd::send(fd.as_fd(), sig);
             }
         }

@@ -35,7 +35,7 @@ use crate::signal::{self, Signal};
 use rustix::process::{WaitId, WaitIdOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 pub use crate::procfs::{children_of, stat, usable, Proc};
 
@@ -246,11 +246,8 @@ pub fn signal(p: &Proc, sig: Signal, tree: &BTreeSet<i32>) -> io::Result<Sent> {
     }
     // The pidfd names the walked process; without one, the pid was just
     // checked to be it.
-    gone_or(pidfd::send_or_kill(
-        fd.as_ref().map(|fd| fd.as_fd()),
-        pid,
-        sig,
-    ))
+    let fd = fd.as_ref().map(|fd| fd.as_fd());
+    gone_or(pidfd::send_or_kill(fd, pid, sig))
 }
 
 /// Wait until every process of `procs` (found by [`descendants`], sent a
@@ -260,15 +257,8 @@ pub fn signal(p: &Proc, sig: Signal, tree: &BTreeSet<i32>) -> io::Result<Sent> {
 /// time the walk saw is that very process. Without pidfds it waits for
 /// nothing (the caller then goes on at once).
 pub fn await_exit(procs: &[Proc], bound: std::time::Duration) {
-    let mut fds = Vec::new();
-    for p in procs.iter().filter(|p| !p.is_zombie()) {
-        let Some(fd) = crate::typed_pid(p.pid).and_then(|pid| pidfd::open(pid).ok()) else {
-            continue;
-        };
-        if stat(p.pid).is_some_and(|now| now.start == p.start && !now.is_zombie()) {
-            fds.push(fd);
-        }
-    }
+    let live = procs.iter().filter(|p| !p.is_zombie());
+    let mut fds: Vec<OwnedFd> = live.filter_map(|p| Some(pidfd::pin(p)?.0)).collect();
     let deadline = std::time::Instant::now().checked_add(bound);
     while !fds.is_empty() {
         let ready = {

@@ -16,6 +16,7 @@
 //! re-raise like any other signal. The same holds for `kill(2)`
 //! ([`crate::signal::kill`]).
 
+use crate::procfs::Proc;
 use crate::signal::Signal;
 use rustix::process::{Pid, PidfdFlags};
 use std::io;
@@ -24,6 +25,15 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 /// `pidfd_open(2)`: a close-on-exec descriptor that keeps naming `pid`.
 pub fn open(pid: Pid) -> io::Result<OwnedFd> {
     Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
+}
+
+/// `p`'s pidfd, and `p` as read again once it is open: the same start time
+/// means the pidfd names the process a walk saw, not a later owner of its
+/// pid. `None` if it cannot be opened, or `p` is gone or a zombie.
+pub fn pin(p: &Proc) -> Option<(OwnedFd, Proc)> {
+    let fd = open(crate::typed_pid(p.pid)?).ok()?;
+    let now = crate::procfs::stat(p.pid).filter(|now| now.start == p.start && !now.is_zombie())?;
+    Some((fd, now))
 }
 
 /// Whether an error of a pidfd call means "no pidfds here": the kernel is
