@@ -24,14 +24,8 @@ static ARGV: AtomicPtr<*const c_char> = AtomicPtr::new(std::ptr::null_mut());
 #[doc(hidden)]
 pub unsafe fn from_main(argc: c_int, argv: *const *const c_char) {
     ARGV.store(argv.cast_mut(), Ordering::Relaxed);
-    ARGC.store(
-        if argv.is_null() {
-            0
-        } else {
-            argc.max(0) as usize
-        },
-        Ordering::Relaxed,
-    );
+    let argc = usize::try_from(argc).ok().filter(|_| !argv.is_null());
+    ARGC.store(argc.unwrap_or(0), Ordering::Relaxed);
 }
 
 /// The arguments, program name first, as `std::env::args_os` would give
