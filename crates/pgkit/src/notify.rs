@@ -224,9 +224,8 @@ impl Relay {
                     fds.extend(received);
                 }
             }
-            let truncated = got.flags.contains(ReturnFlags::TRUNC)
-                || got.flags.contains(ReturnFlags::CTRUNC)
-                || got.bytes > MAX_MESSAGE;
+            let cut = ReturnFlags::TRUNC | ReturnFlags::CTRUNC;
+            let truncated = got.flags.intersects(cut) || got.bytes > MAX_MESSAGE;
             let text = &buf[..got.bytes.min(MAX_MESSAGE)];
             self.one(text, &fds, truncated);
             // The received descriptors are closed here: systemd holds its

@@ -62,8 +62,7 @@ impl SignalFd {
             if !self.set.contains(Signal::CHLD) {
                 return;
             }
-            let mut without = self.set;
-            without.remove(Signal::CHLD);
+            let without = self.set.minus(SigSet::of(&[Signal::CHLD]));
             if crate::sigraw::signalfd_set(self.fd.as_fd(), without).is_err() {
                 return;
             }

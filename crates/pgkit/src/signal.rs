@@ -221,10 +221,6 @@ impl SigSet {
         self.0 |= 1 << (s.0 - 1);
     }
 
-    pub fn remove(&mut self, s: Signal) {
-        self.0 &= !(1 << (s.0 - 1));
-    }
-
     pub fn contains(self, s: Signal) -> bool {
         self.0 & (1 << (s.0 - 1)) != 0
     }
