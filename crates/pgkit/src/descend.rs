@@ -42,10 +42,7 @@ pub use crate::procfs::{children_of, stat, usable, Proc};
 /// Every descendant of this process (children first, then theirs, ...),
 /// zombies included. `None` if `/proc` is not usable.
 pub fn descendants() -> Option<Vec<Proc>> {
-    if !usable() {
-        return None;
-    }
-    walk().or_else(scan)
+    usable().then(|| walk().or_else(scan)).flatten()
 }
 
 /// Down the `children` files, level by level; `None` without them. A walk
@@ -180,10 +177,7 @@ pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
 /// This process's children (zombies included), from
 /// `/proc/self/task/TID/children`. `None` if `/proc` is not usable.
 pub fn children() -> Option<Vec<i32>> {
-    if !usable() {
-        return None;
-    }
-    procfs::own_children()
+    usable().then(procfs::own_children).flatten()
 }
 
 /// Whether this process has any child at all, running or exited

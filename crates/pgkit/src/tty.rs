@@ -183,6 +183,7 @@ pub fn background_io_line(pid: i32, sig: crate::Signal, follows_fg: bool) -> Str
 /// In an orphaned process group (or as PID 1) the kernel discards the
 /// tool's own stop: it carries on at once and continues COMMAND, rather
 /// than leave it stopped for ever.
+#[derive(Default)]
 pub struct JobControl {
     /// COMMAND's group has (or was given) the terminal.
     pub handed_over: bool,
@@ -200,8 +201,7 @@ impl JobControl {
         JobControl {
             handed_over,
             follows_fg: mode.follows_fg(),
-            stopped: false,
-            hinted: false,
+            ..JobControl::default()
         }
     }
 
