@@ -328,13 +328,8 @@ impl Child {
             return None;
         }
         let looked = std::mem::take(&mut self.job_looked);
-        if let Some(job) = self.job.take() {
-            return Some(job);
-        }
-        if looked {
-            return None;
-        }
-        self.ask_job()
+        // What the last peek kept; else ask, unless that peek asked already.
+        (self.job.take()).or_else(|| if looked { None } else { self.ask_job() })
     }
 
     /// `waitid(WSTOPPED | WCONTINUED)`: take the next stop or continue.
