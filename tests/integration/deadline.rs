@@ -443,6 +443,40 @@ fn with_no_grace_the_front_is_killed_before_what_is_below_reaps_back() {
     guard.wait_all_gone("nothing is left", TIMEOUT);
 }
 
+/// `graceful -g 1 -- reap REAP_ARGS -- JOB`, TERM to graceful, where the
+/// cleanup leaves a process behind and prints `leftover=PID`: graceful must
+/// end, the leftover killed, before `bound`. Returns graceful's stderr.
+fn a_cleanups_leftover_is_killed(reap_args: &[&str], bound: Duration) -> String {
+    let probe = sigprobe();
+    let mut run = Run::new(bin("graceful"))
+        .args(["-g", "1", "--", bin("reap").to_str().unwrap()])
+        .args(reap_args)
+        .args(["--", &probe, "--exit-on", "none"])
+        .stderr_piped()
+        .spawn();
+    run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let sent = Instant::now();
+    run.signal(libc::SIGTERM);
+    let line = run.expect_line("leftover=", TIMEOUT + SLACK);
+    let leftover = crate::reap_kit::field(&line, "leftover");
+    guard.watch(leftover);
+    while run.try_exit().is_none() && sent.elapsed() < bound {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = sent.elapsed();
+    let left = procfs::alive(leftover);
+    run.kill_all();
+    let err = run.stderr_all();
+    assert!(
+        took < bound && !left,
+        "graceful ran {took:?} after TERM, the cleanup's leftover alive: {left}: {err}"
+    );
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+    err
+}
+
 /// `graceful -g 1 -- reap --exec-cleanup -c 'sleep 20 & ...' -- JOB`, TERM
 /// to graceful (design.md, Chains: an inner reap's cleanup outlives a
 /// deadline "while that cleanup runs — not what the cleanup leaves
@@ -453,31 +487,9 @@ fn with_no_grace_the_front_is_killed_before_what_is_below_reaps_back() {
 /// cleanup's mark.
 #[test]
 fn what_an_exec_cleanup_leaves_is_not_spared_once_it_has_ended() {
-    let probe = sigprobe();
-    let mut run = Run::new(bin("graceful"))
-        .args(["-g", "1", "--", bin("reap").to_str().unwrap()])
-        .args(["--exec-cleanup", "--cleanup", "sleep 20 & echo leftover=$!"])
-        .args(["--", &probe, "--exit-on", "none"])
-        .stderr_piped()
-        .spawn();
-    run.expect_ready(TIMEOUT);
-    let mut guard = Guard::new();
-    guard.watch_tree(run.pid());
-    let sent = Instant::now();
-    run.signal(libc::SIGTERM);
-    let line = run.expect_line("leftover=", TIMEOUT + SLACK);
-    let leftover = crate::reap_kit::field(&line, "leftover");
-    guard.watch(leftover);
-    while run.try_exit().is_none() && sent.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let took = sent.elapsed();
-    let left = procfs::alive(leftover);
-    run.kill_all();
-    let err = run.stderr_all();
-    assert!(
-        took < Duration::from_secs(15) && !left,
-        "graceful ran {took:?} after TERM, the cleanup's leftover alive: {left}: {err}"
+    let err = a_cleanups_leftover_is_killed(
+        &["--exec-cleanup", "--cleanup", "sleep 20 & echo leftover=$!"],
+        Duration::from_secs(15),
     );
     let waiting: Vec<&str> = (err.lines())
         .filter_map(|l| said(l, "graceful"))
@@ -488,7 +500,6 @@ fn what_an_exec_cleanup_leaves_is_not_spared_once_it_has_ended() {
         1,
         "one line on what graceful waits for: {err}"
     );
-    guard.wait_all_gone("nothing is left", TIMEOUT);
 }
 
 /// The same with a cleanup reap starts as its child: once the cleanup's
@@ -499,32 +510,10 @@ fn what_an_exec_cleanup_leaves_is_not_spared_once_it_has_ended() {
 fn what_a_cleanup_leaves_is_killed_once_it_has_ended() {
     let probe = sigprobe();
     let cleanup = format!("{probe} --role left --exit-on none & echo leftover=$!; sleep 0.5");
-    let mut run = Run::new(bin("graceful"))
-        .args(["-g", "1", "--", bin("reap").to_str().unwrap()])
-        .args(["--grace", "30", "--cleanup", &cleanup])
-        .args(["--", &probe, "--exit-on", "none"])
-        .stderr_piped()
-        .spawn();
-    run.expect_ready(TIMEOUT);
-    let mut guard = Guard::new();
-    guard.watch_tree(run.pid());
-    let sent = Instant::now();
-    run.signal(libc::SIGTERM);
-    let line = run.expect_line("leftover=", TIMEOUT + SLACK);
-    let leftover = crate::reap_kit::field(&line, "leftover");
-    guard.watch(leftover);
-    while run.try_exit().is_none() && sent.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let took = sent.elapsed();
-    let left = procfs::alive(leftover);
-    run.kill_all();
-    let err = run.stderr_all();
-    assert!(
-        took < Duration::from_secs(20) && !left,
-        "graceful ran {took:?} after TERM, the cleanup's leftover alive: {left}: {err}"
+    a_cleanups_leftover_is_killed(
+        &["--grace", "30", "--cleanup", &cleanup],
+        Duration::from_secs(20),
     );
-    guard.wait_all_gone("nothing is left", TIMEOUT);
 }
 
 /// `graceful -- reap [--exec-cleanup] --cleanup-exec PROBE --status ; --
