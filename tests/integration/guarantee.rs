@@ -740,7 +740,10 @@ fn a_kill_within_the_grace_says_how_long_command_had_been_stopping() {
         .and_then(|r| r.split([',', '}']).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no stopping_ms: {exit}"));
-    assert!((1000..35_000).contains(&ms), "{exit}");
+    // About the test's 1 s: the stop is timed from once its signal went
+    // out (the grace counts from the kill), and COMMAND may say it got TERM
+    // before that clock read (seen: 996 ms, amd64 5.10 under TCG).
+    assert!((500..35_000).contains(&ms), "{exit}");
     drop(guard);
 }
 
