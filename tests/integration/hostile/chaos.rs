@@ -1246,7 +1246,11 @@ impl Sim<'_> {
                     // group below them), whatever the layers between would
                     // have passed on. At the very start (a signal pending
                     // at exec) the tree below COMMAND may not be there yet.
-                    if o.stop_all && STOPS.contains(&s) && (t > 0 || self.ch.either()) {
+                    // Without /proc the tree cannot be walked: COMMAND's
+                    // group, which the forward reached, is all it reaches
+                    // (reap(1), --stop-all).
+                    let walks = self.sc.mode != Mode::NoProc;
+                    if o.stop_all && walks && STOPS.contains(&s) && (t > 0 || self.ch.either()) {
                         for j in i + 2..=self.k() {
                             self.deliver(j, s, t);
                         }
