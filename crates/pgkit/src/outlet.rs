@@ -180,21 +180,17 @@ impl Outlet {
     /// waiting for it as long as it reads. A pipe some process outside the
     /// tree still writes to is not waited for.
     pub fn finish(&mut self) {
+        let mut ready = Vec::new();
         loop {
             self.pump();
-            let mut fds: Vec<PollFd<'_>> = (self.streams.iter())
+            let writable: Vec<BorrowedFd<'_>> = (self.streams.iter())
                 .filter(|s| !s.pending.is_empty())
                 .filter_map(Stream::out)
-                .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::OUT))
                 .collect();
-            if fds.is_empty() {
+            if writable.is_empty() {
                 return;
             }
-            if let Err(e) = rustix::event::poll(&mut fds, None) {
-                if e != Errno::INTR {
-                    return;
-                }
-            }
+            crate::poll::wait_all(&[], &writable, &[], None, &mut ready);
         }
     }
 }
