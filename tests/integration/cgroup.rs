@@ -734,3 +734,67 @@ fn a_member_after_the_kill_round_beside_an_inner_reap_is_killed() {
     );
     guard.wait_all_gone("both reaps have ended", TIMEOUT);
 }
+
+/// A member whose group is led from outside reap's PID namespace: here a
+/// process `nsenter --pid` put into the namespace of a reap that is PID 1
+/// there, moved into reap's cgroup, in nsenter's group. `getpgid` answers
+/// 0 for it, which rustix's typed `Pid` cannot hold: `--stop-all`'s round
+/// over the members panicked in a debug reap (and built a `NonZero` of 0 in
+/// a release one). 0 is not COMMAND's group: the member gets the signal.
+#[test]
+fn a_member_whose_group_is_led_from_outside_the_namespace_gets_stop_all() {
+    let test = "a_member_whose_group_is_led_from_outside_the_namespace_gets_stop_all";
+    if cgroup_or_skip(test).is_none() {
+        return;
+    }
+    if let Some(why) = skip::needs_program("unshare", "util-linux")
+        .or_else(|| skip::needs_program("nsenter", "util-linux"))
+    {
+        skip::skip(test, &why);
+        return;
+    }
+    let mut run = Run::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(crate::kit::bin("reap"))
+        .args(["-v", "--cgroup", "--stop-all", "--grace", "60s", "--"])
+        .args(["sh", "-c", "echo up; exec sleep 600"])
+        .stderr_piped()
+        .spawn();
+    run.expect_line("up", TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let mut inner = 0;
+    procfs::wait_until("reap runs as the namespace's init", TIMEOUT, || {
+        inner = procfs::children_of(run.pid()).first().copied().unwrap_or(0);
+        inner > 0
+    });
+    let err = run.stderr_so_far();
+    let cgroup = (err.split("made cgroup ").nth(1))
+        .and_then(|r| r.split(" for COMMAND").next())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no cgroup in {err:?}"));
+    let mut nsenter = std::process::Command::new("nsenter")
+        .args(["-t", &inner.to_string(), "--pid", "--", "sleep", "600"])
+        .spawn()
+        .expect("nsenter");
+    guard.watch(nsenter.id() as i32);
+    let mut member = 0;
+    procfs::wait_until("nsenter's child runs sleep", TIMEOUT, || {
+        member = procfs::children_of(nsenter.id() as i32)
+            .first()
+            .copied()
+            .unwrap_or(0);
+        member > 0
+            && procfs::cmdline(member).is_some_and(|c| c.first().is_some_and(|a| a == "sleep"))
+    });
+    guard.watch(member);
+    std::fs::write(cgroup.join("cgroup.procs"), member.to_string()).expect("move it in");
+    crate::grace::kill(inner, libc::SIGTERM);
+    let status = nsenter.wait().expect("nsenter's status");
+    let code = run.wait_exit(TIMEOUT).code();
+    let err = run.stderr_all();
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(code, Some(143), "{err}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}: {err}");
+}

@@ -360,9 +360,9 @@ impl Cgroup {
     pub fn signal_outside(&self, sig: Signal, group: i32, spared: &BTreeSet<i32>) -> usize {
         let mut skip: BTreeSet<i32> = (self.members().into_iter())
             .filter(|&p| {
-                crate::typed_pid(p)
-                    .and_then(|p| rustix::process::getpgid(Some(p)).ok())
-                    .map_or(true, |g| g.as_raw_pid() == group)
+                // Raw: a group led from an ancestor PID namespace is 0.
+                crate::sigraw::int_call(crate::sigraw::IntCall::Group(p))
+                    .map_or(true, |g| g == group)
             })
             .chain(spared.iter().copied())
             .collect();

@@ -50,7 +50,7 @@
 //!   `PR_SET_PDEATHSIG`), as rustix's `Signal` can hold a realtime signal
 //!   only through `from_raw_unchecked`, whose contract forbids sending 32
 //!   or 33, and the tools send, forward and re-raise those like any other;
-//!   `getsid` and `getpgrp`, whose 0 (a leader in an ancestor PID
+//!   `getsid` and `getpgid`, whose 0 (a leader in an ancestor PID
 //!   namespace) rustix's `Pid` cannot hold;
 //! - the signal mask, dispositions and `signalfd` (`sigraw`): the C
 //!   library hides 32 and 33, and rustix has no `signalfd`;

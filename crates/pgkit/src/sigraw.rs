@@ -15,8 +15,10 @@
 //! for the tools ([`int_call`]): its `Signal` can hold a realtime signal
 //! only through `Signal::from_raw_unchecked`, whose contract forbids
 //! sending 32 or 33, and its `Pid` cannot hold the 0 that `getsid` and
-//! `getpgrp` answer in a process whose session or group leader lives in
-//! an ancestor PID namespace (one entered with `nsenter --pid`).
+//! `getpgid` answer for a process whose session or group leader lives in
+//! an ancestor PID namespace (one entered with `nsenter --pid`, or the
+//! init of `unshare --pid --fork`): rustix asserts in a debug build, and
+//! builds a `NonZero` of 0 in a release one.
 
 use crate::signal::{SigSet, Signal};
 use linux_raw_sys::general::{__kernel_sighandler_t, kernel_sigaction, kernel_sigset_t};
@@ -251,8 +253,8 @@ pub enum IntCall {
     ParentDeathSignal(Signal),
     /// `getsid(0)`: this process's session.
     OwnSession,
-    /// `getpgid(0)`: this process's group, as `getpgrp()`.
-    OwnGroup,
+    /// `getpgid(pid)`: the group of process `pid`, or this process's for 0.
+    Group(i32),
     /// `fcntl(fd, F_GETFD)`.
     FdFlags(RawFd),
     /// `fcntl(fd, F_SETFD, flags)`.
@@ -272,7 +274,7 @@ pub fn int_call(call: IntCall) -> io::Result<i32> {
             [libc::PR_SET_PDEATHSIG.into(), sig.raw().into(), 0, 0],
         ),
         IntCall::OwnSession => (libc::SYS_getsid, [0; 4]),
-        IntCall::OwnGroup => (libc::SYS_getpgid, [0; 4]),
+        IntCall::Group(pid) => (libc::SYS_getpgid, [pid.into(), 0, 0, 0]),
         IntCall::FdFlags(fd) => (libc::SYS_fcntl, [fd.into(), libc::F_GETFD.into(), 0, 0]),
         IntCall::SetFdFlags(fd, flags) => (
             libc::SYS_fcntl,
@@ -460,15 +462,21 @@ mod tests {
     }
 
     #[test]
-    fn the_integer_calls_answer_as_rustix_and_the_kernel_do() {
-        assert_eq!(
-            int_call(IntCall::OwnGroup).unwrap(),
-            rustix::process::getpgrp().as_raw_pid()
-        );
-        assert_eq!(
-            int_call(IntCall::OwnSession).unwrap(),
-            rustix::process::getsid(None).unwrap().as_raw_pid()
-        );
+    fn the_integer_calls_answer_as_the_kernel_does() {
+        // /proc/self/stat's fields 5 and 6: the group and the session, 0
+        // where the leader is in an ancestor PID namespace (as under CI).
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<i32> = after
+            .split(' ')
+            .skip(2)
+            .take(2)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert_eq!(int_call(IntCall::Group(0)).unwrap(), f[0]);
+        assert_eq!(int_call(IntCall::OwnSession).unwrap(), f[1]);
+        let own = std::process::id() as i32;
+        assert_eq!(int_call(IntCall::Group(own)).unwrap(), f[0]);
         let (r, _w) = rustix::pipe::pipe().unwrap();
         let fd = r.as_raw_fd();
         int_call(IntCall::SetFdFlags(fd, libc::FD_CLOEXEC)).unwrap();

@@ -122,7 +122,7 @@ pub fn own_session() -> i32 {
 /// namespace, as after `nsenter --pid`: raw, as rustix's `getpgrp` assumes
 /// an id above 0).
 pub fn own_group() -> i32 {
-    crate::sigraw::int_call(crate::sigraw::IntCall::OwnGroup).unwrap_or(0)
+    crate::sigraw::int_call(crate::sigraw::IntCall::Group(0)).unwrap_or(0)
 }
 
 /// Stop this process with `sig` (TSTP, TTIN or TTOU, default action), the way
