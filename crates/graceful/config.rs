@@ -46,7 +46,8 @@ to exit, then send the kill signal to whatever is left.
 
 An option that takes one value is given once.
 Lines on stderr start 'graceful[PID]: ' (a refused command line: 'graceful: ').
-Durations: 10, 1.5s, 250ms, 2m, 1h, 1d, inf (said as 30s, 4.5s, 250ms).
+Durations: 10, 1.5s, 250ms, 2m, 1h, 1d, inf, systemd spans (5min, 1min 30s);
+said as 30s, 4.5s, 250ms.
 Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
 COMMAND gets GRACEFUL_GRACE_MS=<grace in ms>; a graceful that finds it in its
 own environment caps its grace 500ms below it.

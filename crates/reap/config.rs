@@ -63,7 +63,8 @@ was started as is SIGKILLed alone or with its whole process group. A cleanup
 that fails or is killed gets one line on stderr, even without -v.
 An option that takes one value is given once.
 Lines on stderr start 'reap[PID]: ', but a refused command line's 'reap: '.
-Durations: 10, 10s, 1.5s, 250ms, 2m, 1h, 1d, inf (said as 30s, 4.5s, 250ms).
+Durations: 10, 10s, 1.5s, 250ms, 2m, 1h, 1d, inf, systemd spans (5min,
+1min 30s); said as 30s, 4.5s, 250ms.
 Invoked as docker-init (dockerd --init-path), --version prints the
 `tini version X - git.Y` line Docker reads for `docker info`.
 Exit status: COMMAND's (killed by a signal => reap dies of it too; 128+S as

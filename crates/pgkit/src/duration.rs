@@ -1,6 +1,7 @@
 //! Durations as the suite writes them: `10` (seconds), `1.5s`, `.5`, `5.`,
 //! `1e3` (the numbers `timeout(1)` takes), `250ms`, `2m`,
-//! `1h`, `1d`, `0`, and `inf`/`infinity` for never.
+//! `1h`, `1d`, `0`, `inf`/`infinity` for never, and systemd.time(7) spans
+//! as unit files write them (`5min`, `1min30s`, `1min 30s`, `2 min`).
 //!
 //! Parsed by hand with integer arithmetic (no floating point): the fraction
 //! keeps nanosecond precision and every overflow is an error, not a wrap.
@@ -28,7 +29,7 @@ pub enum Timeout {
 }
 
 /// The hint appended to every "invalid duration" message.
-pub const DURATION_HINT: &str = "try 10, 10s, 1.5s, 250ms, 2m, 1h, 1d or inf";
+pub const DURATION_HINT: &str = "try 10, 10s, 1.5s, 250ms, 2m, 1min30s, 1h, 1d or inf";
 
 /// The longest wait the tools arm (about 3000 years): a larger value, however
 /// many digits it has, means this, as `timeout(1)` takes an unrepresentable
@@ -41,51 +42,24 @@ const MIN_NANOS: u128 = 1;
 
 impl Timeout {
     /// Parse a duration; the error is the message's middle
-    /// (`invalid duration '10x'`), the caller names the option.
+    /// (`invalid duration '10x'`), the caller names the option. A span
+    /// (`1min 30s`, `1h30min`) is the sum of its parts, each rounded as a
+    /// whole value is.
     pub fn parse(text: &str) -> Result<Timeout, String> {
         let bad = || format!("invalid duration '{text}'");
         if text.eq_ignore_ascii_case("inf") || text.eq_ignore_ascii_case("infinity") {
             return Ok(Timeout::Never);
         }
-        let (whole, frac, exp, unit) = number_and_unit(text).ok_or_else(bad)?;
-        let digits = [whole, frac].concat();
-        let exp10 = exp - frac.len() as i64;
-        let nanos_per_unit: u128 = match unit {
-            "" | "s" => 1_000_000_000,
-            "ms" => 1_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            "d" => 86_400_000_000_000,
-            _ => return Err(bad()),
-        };
-        let max_nanos = u128::from(MAX_SECS) * 1_000_000_000;
-        // The value is `digits` x 10^exp10 units. Significant digits only
-        // (a positive value has at least one), at most 24 of them: with a
-        // unit's nanoseconds (below 10^14) the product fits in a u128.
-        let significant = digits.trim_start_matches('0');
-        let positive = !significant.trim_end_matches('0').is_empty();
-        let kept = significant.len().min(24);
-        let exp10 = exp10.saturating_add((significant.len() - kept) as i64);
-        let mantissa: u128 = significant[..kept].parse().unwrap_or(0);
-        let scaled = mantissa * nanos_per_unit;
-        let power = u32::try_from(exp10.unsigned_abs())
-            .ok()
-            .and_then(|e| 10u128.checked_pow(e));
-        let nanos = if exp10 >= 0 {
-            power
-                .and_then(|p| scaled.checked_mul(p))
-                .unwrap_or(max_nanos)
-        } else {
-            power.map_or(0, |p| scaled / p)
+        if text.is_empty() || text.trim() != text {
+            return Err(bad());
         }
-        .min(max_nanos);
-        // A positive value too small to count in nanoseconds is the smallest
-        // wait, never zero.
-        let nanos = if positive {
-            nanos.max(MIN_NANOS)
-        } else {
-            nanos
-        };
+        let max_nanos = u128::from(MAX_SECS) * 1_000_000_000;
+        let (mut nanos, mut rest) = (0u128, text);
+        while !rest.is_empty() {
+            let (part, tail) = part(rest).ok_or_else(bad)?;
+            nanos = (nanos + part).min(max_nanos);
+            rest = tail.trim_start();
+        }
         let secs = (nanos / 1_000_000_000) as u64;
         Ok(Timeout::After(Duration::new(
             secs,
@@ -102,11 +76,26 @@ impl Timeout {
     }
 }
 
-/// `text` as a decimal number (`10`, `1.5`, `.5`, `5.`, `1e3`, `2.5E-1`:
-/// what `timeout(1)`'s `strtod` takes in the C locale, less signs, hex and
-/// the named values) and the unit after it: the digits before the point,
-/// those after it, the exponent, and the unit.
-fn number_and_unit(text: &str) -> Option<(&str, &str, i64, &str)> {
+/// The units of a part, as systemd.time(7) names them (months and years
+/// left out: `M` is too near `m`), with their nanoseconds; a number
+/// without a unit is seconds (the first, empty, name).
+const UNITS: [(&str, u128); 7] = [
+    ("us usec", 1_000),
+    ("ms msec", 1_000_000),
+    (" s sec second seconds", 1_000_000_000),
+    ("m min minute minutes", 60_000_000_000),
+    ("h hr hour hours", 3_600_000_000_000),
+    ("d day days", 86_400_000_000_000),
+    ("w week weeks", 604_800_000_000_000),
+];
+
+/// The first part of a span, in nanoseconds, and the text after it: a
+/// decimal number (`10`, `1.5`, `.5`, `5.`, `1e3`, `2.5E-1`: what
+/// `timeout(1)`'s `strtod` takes in the C locale, less signs, hex and the
+/// named values), blanks, and a unit. A positive value too small to count
+/// in nanoseconds is the smallest wait, never zero; one too large, the
+/// longest.
+fn part(text: &str) -> Option<(u128, &str)> {
     let bytes = text.as_bytes();
     let digits_from = |i: usize| i + bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
     let whole_end = digits_from(0);
@@ -137,8 +126,49 @@ fn number_and_unit(text: &str) -> Option<(&str, &str, i64, &str)> {
         exp10 = if negative { -magnitude } else { magnitude };
         end = exp_end;
     }
-    let frac = &text[frac_start..frac_end];
-    Some((&text[..whole_end], frac, exp10, &text[end..]))
+    let after = text[end..].trim_start();
+    let unit_len = after.bytes().take_while(u8::is_ascii_alphabetic).count();
+    let (unit, tail) = after.split_at(unit_len);
+    let (_, nanos_per_unit) = UNITS
+        .iter()
+        .find(|(names, _)| names.split(' ').any(|n| n == unit))?;
+    // The next part follows a blank, or a unit (`1min30s`), not a point.
+    let tail = if unit.is_empty() { &text[end..] } else { tail };
+    let next = tail.chars().next();
+    if next.is_some_and(|c| !(c.is_whitespace() || c.is_ascii_digit() && !unit.is_empty())) {
+        return None;
+    }
+    let digits = [&text[..whole_end], &text[frac_start..frac_end]].concat();
+    let exp10 = exp10 - (frac_end - frac_start) as i64;
+    // The value is `digits` x 10^exp10 units. Significant digits only
+    // (a positive value has at least one), at most 23 of them: with a
+    // unit's nanoseconds (below 10^15) the product fits in a u128.
+    let significant = digits.trim_start_matches('0');
+    let positive = !significant.trim_end_matches('0').is_empty();
+    let kept = significant.len().min(23);
+    let exp10 = exp10.saturating_add((significant.len() - kept) as i64);
+    let mantissa: u128 = significant[..kept].parse().unwrap_or(0);
+    let scaled = mantissa * nanos_per_unit;
+    let power = u32::try_from(exp10.unsigned_abs())
+        .ok()
+        .and_then(|e| 10u128.checked_pow(e));
+    let max_nanos = u128::from(MAX_SECS) * 1_000_000_000;
+    let nanos = if exp10 >= 0 {
+        power
+            .and_then(|p| scaled.checked_mul(p))
+            .unwrap_or(max_nanos)
+    } else {
+        power.map_or(0, |p| scaled / p)
+    }
+    .min(max_nanos);
+    Some((
+        if positive {
+            nanos.max(MIN_NANOS)
+        } else {
+            nanos
+        },
+        tail,
+    ))
 }
 
 /// The one form every line of the suite prints a duration in: seconds
@@ -198,6 +228,38 @@ mod tests {
     }
 
     #[test]
+    fn systemd_spans() {
+        // systemd.time(7), as unit files write them: the sum of the parts.
+        for (text, want) in [
+            ("5min", 300_000),
+            ("1min30s", 90_000),
+            ("1min 30s", 90_000),
+            ("1h 30min", 5_400_000),
+            ("2 min", 120_000),
+            ("1 s", 1_000),
+            ("1h30m", 5_400_000),
+            ("2hours 1minute 1sec 1msec", 7_261_001),
+            ("1w", 604_800_000),
+            ("1.5min", 90_000),
+            ("10 20", 30_000),
+        ] {
+            assert_eq!(Timeout::parse(text), Ok(ms(want)), "{text}");
+        }
+        assert_eq!(
+            Timeout::parse("1us"),
+            Ok(Timeout::After(Duration::from_nanos(1_000)))
+        );
+        // Each part is rounded as a value alone: only a literal zero is zero.
+        assert_eq!(Timeout::parse("0min 0s"), Ok(ms(0)));
+        assert_eq!(
+            Timeout::parse("0min 1e-30s"),
+            Ok(Timeout::After(Duration::from_nanos(1)))
+        );
+        let longest = Timeout::After(Duration::from_secs(MAX_SECS));
+        assert_eq!(Timeout::parse("99999999999999999999999w 1s"), Ok(longest));
+    }
+
+    #[test]
     fn the_numbers_timeout_takes() {
         // timeout(1) reads its number with strtod: a trailing point and an
         // exponent are numbers too.
@@ -244,8 +306,8 @@ mod tests {
     #[test]
     fn rejected_forms() {
         for text in [
-            "", "10x", "-1", "+1", "1.2.3s", "s", "ms", ".", "1e", "1e+", "e3", ".e3", "1 s", " 1",
-            "nan", "1sms", "0x10", "10S", "∞",
+            "", "10x", "-1", "+1", "1.2.3s", "s", "ms", ".", "1e", "1e+", "e3", ".e3", " 1", "1s ",
+            "nan", "1sms", "0x10", "10S", "∞", "1min.5s", "1M", "1y", "1min -5s", "1min,30s",
         ] {
             assert!(Timeout::parse(text).is_err(), "{text:?} should be rejected");
         }
