@@ -101,18 +101,20 @@ impl Config {
     }
 }
 
-/// `-k`'s signal: a name only. `timeout -k 5` means "KILL 5 s later", so a
-/// bare number here (which would be signal 5, TRAP) is refused with a
-/// pointer to the option that means that.
+/// `-k`'s signal: a name only, one that ends a process. `timeout -k 5`
+/// means "KILL 5 s later", so a duration here (`5`, which would be signal
+/// 5, TRAP; `5s`) is refused with a pointer to the option that means that.
 fn kill_signal_named(parser: &mut lexopt::Parser, opt: &str) -> Result<Signal, Error> {
     let value = cli::text(parser, opt)?;
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+    if Timeout::parse(&value).is_ok() {
         return Err(Error::usage(format!(
-            "{opt} takes a signal name, not a number: '{value}' (for timeout's -k {value}, \
-             KILL {value} s after the stop signal, use --grace {value})"
+            "{opt} takes a signal name, not a duration: '{value}' (timeout's -k {value}, \
+             KILL {value} after the stop signal, is --grace {value} here)"
         )));
     }
-    Signal::parse(&value).map_err(|e| Error::usage(format!("{e} for {opt} ({SIGNAL_HINT})")))
+    let sig = Signal::parse(&value)
+        .map_err(|e| Error::usage(format!("{e} for {opt} ({SIGNAL_HINT})")))?;
+    cli::ends_a_process(sig, opt)
 }
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
@@ -380,6 +382,37 @@ mod tests {
             run("--kill-after=1e3ms --grace 5. cmd").unwrap_err().code,
             125
         );
+    }
+
+    #[test]
+    fn any_duration_after_k_points_to_the_grace() {
+        for line in [
+            "-k 5s cmd",
+            "-k 1.5 cmd",
+            "-k250ms cmd",
+            "--kill-signal=1min cmd",
+            "-k inf cmd",
+        ] {
+            let e = run(line).unwrap_err();
+            assert_eq!(e.code, 125, "{line}");
+            assert!(e.msg.contains("--grace"), "{line}: {}", e.msg);
+        }
+    }
+
+    #[test]
+    fn a_kill_signal_that_ends_no_process_is_refused() {
+        for sig in [
+            "STOP", "TSTP", "TTIN", "TTOU", "CONT", "CHLD", "URG", "WINCH", "sigstop",
+        ] {
+            for opt in ["-k", "--kill-signal", "--pdeathsig"] {
+                let e = run(&format!("{opt} {sig} cmd")).unwrap_err();
+                assert_eq!(e.code, 125, "{opt} {sig}");
+                assert!(e.msg.contains("ends no process"), "{opt} {sig}: {}", e.msg);
+            }
+        }
+        // The stop signal may be any: Apache's graceful stop is WINCH.
+        assert_eq!(run("-s WINCH cmd").unwrap().signal, Some(Signal::WINCH));
+        assert_eq!(run("-k HUP cmd").unwrap().kill_signal, Signal::HUP);
     }
 
     #[test]

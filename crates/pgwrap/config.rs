@@ -212,6 +212,16 @@ mod tests {
     }
 
     #[test]
+    fn a_pdeathsig_that_ends_no_process_is_refused() {
+        for sig in [
+            "STOP", "TSTP", "TTIN", "TTOU", "CONT", "CHLD", "URG", "WINCH",
+        ] {
+            let e = run(&format!("--pdeathsig {sig} cmd")).unwrap_err();
+            assert!(e.msg.contains("ends no process"), "{sig}: {}", e.msg);
+        }
+    }
+
+    #[test]
     fn rejects() {
         for line in [
             "",

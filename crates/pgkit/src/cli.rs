@@ -101,8 +101,33 @@ pub fn signal_or_none(parser: &mut lexopt::Parser, opt: &str) -> Result<Option<S
         return Ok(None);
     }
     Signal::parse(&value)
-        .map(Some)
         .map_err(|e| Error::usage(format!("{e} for {opt} ({SIGNAL_HINT}, or none)")))
+        .and_then(|sig| ends_a_process(sig, opt).map(Some))
+}
+
+/// The signals whose default action ends no process (it stops, continues
+/// or is ignored): a kill signal (`-k`, `--pdeathsig`) among them would end
+/// nothing. A stop signal may be one (Apache's graceful stop is WINCH).
+const ENDS_NOTHING: [i32; 8] = [
+    libc::SIGSTOP,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+    libc::SIGCONT,
+    libc::SIGCHLD,
+    libc::SIGURG,
+    libc::SIGWINCH,
+];
+
+/// `sig`, given to `opt` as a kill signal: refused if it ends no process.
+pub fn ends_a_process(sig: Signal, opt: &str) -> Result<Signal, Error> {
+    if ENDS_NOTHING.contains(&sig.raw()) {
+        return Err(Error::usage(format!(
+            "{sig} ends no process (by default it stops, continues or is ignored), \
+             so it cannot be {opt}'s signal (try KILL or TERM)"
+        )));
+    }
+    Ok(sig)
 }
 
 /// A duration.

@@ -4,6 +4,8 @@
 
 /// graceful's triggers, forwarding, GRACEFUL_GRACE_MS, bad input, man page.
 mod graceful;
+/// Habits from timeout(1), tini, dumb-init and systemd: hints, not errors.
+mod habits;
 /// reap's bad input, help, version and man page.
 mod reap;
 /// Repeated and contradictory options, misspellings, negative descriptors.
