@@ -197,6 +197,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Short('c') | Long("cleanup") => {
                 seen.once("--cleanup", &opt)?;
                 let value = parser.value().map_err(cli::lexopt_error)?;
+                cli::not_an_option(&value, &opt)?;
                 if value.is_empty() {
                     return Err(Error::usage(format!(
                         "empty command for {opt} (give a shell command, e.g. {opt} 'docker compose down')"

@@ -70,15 +70,55 @@ pub fn lexopt_error(e: lexopt::Error) -> Error {
     Error::usage(format!("{e} (see '{} --help')", crate::log::tool()))
 }
 
-/// The option's value as UTF-8 text.
+/// The option's value as UTF-8 text, never an option.
 pub fn text(parser: &mut lexopt::Parser, opt: &str) -> Result<String, Error> {
     let value = parser.value().map_err(lexopt_error)?;
+    not_an_option(&value, opt)?;
     value.into_string().map_err(|v| {
         Error::usage(format!(
             "invalid value '{}' for {opt}: not UTF-8",
             v.to_string_lossy()
         ))
     })
+}
+
+/// Other tools' flags and what they are here, each named by its second
+/// word: the hint for one given to a tool of the suite, or taken for an
+/// option's value (`reap -s -g`: tini's subreaper and group flags, read as
+/// reap's --signal `-g`).
+const PEERS: [&str; 11] = [
+    "tini's -e EXIT_CODE is reap's --success-status N",
+    "tini's -s, be a subreaper: reap always is one",
+    "tini's -g, signals to the child's group: the default here",
+    "tini's -p SIGNAL is --pdeathsig SIGNAL in pgwrap and graceful",
+    "tini's -w, a warning per zombie reaped: -v here",
+    "tini's -l, its license: the package's LICENSE file",
+    "dumb-init's -r s:r is -m/--map FROM:TO in pgwrap and reap",
+    "dumb-init's --rewrite s:r is --map FROM:TO in pgwrap and reap",
+    "dumb-init's -c, single child: --to child in pgwrap and reap",
+    "dumb-init's --single-child is --to child in pgwrap and reap",
+    "timeout's -k DURATION is graceful's --grace DURATION",
+];
+
+/// What a peer's flag `flag` (`-e`, `--rewrite=15:3`) is here.
+fn peer(flag: &str) -> Option<&'static str> {
+    let flag = flag.split('=').next()?;
+    (PEERS.iter().copied()).find(|hint| hint.split([' ', ',']).nth(1) == Some(flag))
+}
+
+/// An option's value that is an option (`-g`, `--`; not `-1`) is refused,
+/// with what `opt` and the value mean to tini or dumb-init.
+pub fn not_an_option(value: &std::ffi::OsStr, opt: &str) -> Result<(), Error> {
+    let text = value.to_string_lossy();
+    if !text.starts_with('-') || text.len() < 2 || text.as_bytes()[1].is_ascii_digit() {
+        return Ok(());
+    }
+    let peers: Vec<&str> = [opt, &text].into_iter().filter_map(peer).collect();
+    let peers = peers.iter().map(|p| format!("{p}; ")).collect::<String>();
+    Err(Error::usage(format!(
+        "'{text}' is an option, not a value for {opt} ({peers}see '{} --help')",
+        crate::log::tool()
+    )))
 }
 
 /// One signal.
@@ -247,32 +287,31 @@ pub fn catchable(set: SigSet, opt: &str) -> Result<SigSet, Error> {
 /// (a letter or two away, or the start of only one of them).
 pub fn unknown_option(opt: &str, help: &str) -> Error {
     let tool = crate::log::tool();
-    match suggestion(opt, help) {
-        Some(meant) => Error::usage(format!(
-            "invalid option '{opt}': did you mean {meant}? (see '{tool} --help')"
-        )),
-        None => lexopt_error(lexopt::Error::UnexpectedOption(opt.to_string())),
-    }
+    let hint = match (peer(opt), suggestion(opt, help)) {
+        (Some(peer), _) => peer.to_string(),
+        (None, Some(meant)) => format!("did you mean {meant}?"),
+        (None, None) => return lexopt_error(lexopt::Error::UnexpectedOption(opt.to_string())),
+    };
+    Error::usage(format!(
+        "invalid option '{opt}': {hint} (see '{tool} --help')"
+    ))
 }
 
-/// The long options `help` names (`--grace`, `--no-foreground`, ...).
+/// The long options of `help`'s option table (`--grace`, `--no-foreground`,
+/// ...): each line's first, after its short one (`-g, `); not those its
+/// prose names (dumb-init's `--rewrite`).
 fn long_options(help: &str) -> Vec<&str> {
-    let mut found: Vec<&str> = Vec::new();
-    let mut rest = help;
-    while let Some(at) = rest.find("--") {
-        let tail = &rest[at..];
-        let len = 2 + tail[2..]
+    let names = help.lines().filter_map(|line| {
+        let line = line.trim_start();
+        let short = line.starts_with('-') && line.get(2..4) == Some(", ");
+        let option = line.get(if short { 4 } else { 0 }..)?;
+        let len = 2 + option
+            .strip_prefix("--")?
             .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
-            .unwrap_or(tail.len() - 2);
-        let name = &tail[..len];
-        let before = help.len() - rest.len() + at;
-        let starts_word = before == 0 || !help.as_bytes()[before - 1].is_ascii_alphanumeric();
-        if starts_word && len > 3 && !name.ends_with('-') && !found.contains(&name) {
-            found.push(name);
-        }
-        rest = &tail[len.max(2)..];
-    }
-    found
+            .unwrap_or(option.len() - 2);
+        Some(&option[..len]).filter(|_| len > 3)
+    });
+    names.collect()
 }
 
 /// The one long option of `help` that `opt` is close to, if there is one.
@@ -389,15 +428,10 @@ impl Seen {
 /// a file of that name.
 pub fn events(parser: &mut lexopt::Parser, opt: &str) -> Result<String, Error> {
     let value = text(parser, opt)?;
-    if let Some(rest) = value.strip_prefix('-') {
-        let what = if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
-            "a descriptor is 0 or more"
-        } else {
-            "an option is not a value"
-        };
+    if value.starts_with('-') {
         return Err(Error::usage(format!(
-            "invalid descriptor '{value}' for {opt}: {what} (give an open descriptor, \
-             e.g. {opt} 3 3>events.jsonl, or a path: ./{value} for a file of that name)"
+            "invalid descriptor '{value}' for {opt}: a descriptor is 0 or more (give an open \
+             descriptor, e.g. {opt} 3 3>events.jsonl, or a path: ./{value} for a file of that name)"
         )));
     }
     Ok(value)
@@ -407,11 +441,13 @@ pub fn events(parser: &mut lexopt::Parser, opt: &str) -> Result<String, Error> {
 mod tests {
     use super::*;
 
-    const HELP: &str = "  -g, --grace DUR  x\n      --no-foreground  y\n      --foreground\n  \
-                        --on LIST, --stop-delay DUR, --preserve-status; GRACEFUL_GRACE_MS --x";
+    const HELP: &str =
+        "  -g, --grace DUR  x (--graceful's prose)\n      --no-foreground  y\n      \
+                        --foreground\n  --on LIST  z, as --rewrite\n      --stop-delay DUR\n  \
+                        -p, --preserve-status\n  --x\n  GRACEFUL_GRACE_MS --single-child";
 
     #[test]
-    fn long_options_are_read_from_the_help() {
+    fn long_options_are_read_from_the_table() {
         assert_eq!(
             long_options(HELP),
             [
@@ -435,6 +471,9 @@ mod tests {
         assert_eq!(suggestion("--frobnicate", HELP), None);
         assert_eq!(suggestion("--o", HELP), None);
         assert_eq!(suggestion("-g", HELP), None);
+        // Only the table's: not an option the prose names.
+        assert_eq!(suggestion("--rewrit", HELP), None);
+        assert_eq!(suggestion("--single-chil", HELP), None);
         assert_eq!(distance("grace", "grcae"), 1);
     }
 

@@ -46,3 +46,79 @@ fn a_kill_signal_that_ends_no_process_is_refused() {
         .spawn();
     assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
 }
+
+/// tini's and dumb-init's flags name what they are here.
+#[test]
+fn the_peers_flags_name_their_equivalent() {
+    for (tool, args, wanted) in [
+        ("reap", &["-e", "143"][..], "--success-status"),
+        ("reap", &["-e143"], "--success-status"),
+        ("graceful", &["-e", "143"], "--success-status"),
+        ("pgwrap", &["-p", "KILL"], "--pdeathsig"),
+        ("graceful", &["-p", "KILL"], "--pdeathsig"),
+        ("pgwrap", &["-s"], "subreaper"),
+        ("pgwrap", &["-g"], "the default here"),
+        ("reap", &["-w"], "-v"),
+        ("reap", &["-l"], "LICENSE"),
+        ("reap", &["-r", "15:3"], "--map"),
+        ("reap", &["--rewrite", "15:3"], "--map"),
+        ("pgwrap", &["--rewrite=15:3"], "--map"),
+        ("reap", &["--single-child"], "--to child"),
+        ("pgwrap", &["-c"], "--to child"),
+        ("graceful", &["--single-child"], "--to child"),
+    ] {
+        let (code, err) = one_line(tool, &[args, &["true"]].concat());
+        assert_eq!(code, Some(125), "{tool} {args:?}: {err}");
+        assert!(
+            err.contains(wanted) && !err.contains("did you mean"),
+            "{tool} {args:?}: {err}"
+        );
+    }
+}
+
+/// `reap -s -g -- cmd` is tini's subreaper and group flags: reap's -s
+/// takes `-g` for a signal name. An option's value that is an option is
+/// said to be one, with tini's meaning.
+#[test]
+fn a_value_that_is_an_option_is_said_to_be_one() {
+    for (tool, args, wanted) in [
+        (
+            "reap",
+            &["-s", "-g", "--"][..],
+            &["'-g'", "tini's -s", "tini's -g"][..],
+        ),
+        ("reap", &["-g", "--"], &["'--'", "tini's -g"]),
+        ("graceful", &["-s", "-g"], &["'-g'", "tini's -s"]),
+        ("graceful", &["--grace", "--timeout", "5"], &["'--timeout'"]),
+        ("reap", &["-c", "-g"], &["'-g'", "--to child"]),
+    ] {
+        let (code, err) = one_line(tool, &[args, &["true"]].concat());
+        assert_eq!(code, Some(125), "{tool} {args:?}: {err}");
+        for w in wanted {
+            assert!(err.contains(w), "{tool} {args:?}: {w}: {err}");
+        }
+        assert!(err.contains("is an option"), "{tool} {args:?}: {err}");
+    }
+}
+
+/// "did you mean" names only options the tool has: the help's prose names
+/// dumb-init's --rewrite and --single-child, which reap does not have.
+#[test]
+fn a_suggestion_is_an_option_of_the_tool() {
+    for (tool, typed) in [
+        ("reap", "--rewrit"),
+        ("reap", "--single-chil"),
+        ("reap", "--rewrites"),
+        ("graceful", "--kill-afterr"),
+    ] {
+        let (code, err) = one_line(tool, &[typed, "true"]);
+        assert_eq!(code, Some(125), "{tool} {typed}: {err}");
+        let named = err.split("did you mean ").nth(1).unwrap_or("");
+        assert!(
+            !named.starts_with("--rewrite") && !named.starts_with("--single-child"),
+            "{tool} {typed}: {err}"
+        );
+    }
+    let (_, err) = one_line("graceful", &["--kill-afte", "5", "true"]);
+    assert!(err.contains("did you mean --kill-after?"), "{err}");
+}
