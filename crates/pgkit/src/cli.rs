@@ -170,15 +170,50 @@ pub fn ends_a_process(sig: Signal, opt: &str) -> Result<Signal, Error> {
     Ok(sig)
 }
 
-/// A duration.
+/// A duration. One the next argument would complete (`--grace 1min 30s`,
+/// an unquoted span as a unit file splits it) makes that argument COMMAND:
+/// [`not_found_hint`] points to quoting it.
 pub fn duration(parser: &mut lexopt::Parser, opt: &str) -> Result<Timeout, Error> {
     let value = text(parser, opt)?;
-    Timeout::parse(&value).map_err(|e| Error::usage(format!("{e} for {opt} ({DURATION_HINT})")))
+    let duration = Timeout::parse(&value)
+        .map_err(|e| Error::usage(format!("{e} for {opt} ({DURATION_HINT})")))?;
+    let next = (parser.try_raw_args()).and_then(|raw| Some(raw.peek()?.to_str()?.to_owned()));
+    if let Some(next) = next.filter(|next| Timeout::parse(&format!("{value} {next}")).is_ok()) {
+        NOT_FOUND.set(format!(
+            " (a span is one argument: quote it, {opt} '{value} {next}')"
+        ));
+    }
+    Ok(duration)
+}
+
+thread_local! {
+    /// What the line for COMMAND not found adds: [`not_found_hint`].
+    static NOT_FOUND: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// What the line for COMMAND not found (127) adds when COMMAND's first word
+/// is a duration: timeout(1)'s order (`graceful 5 make`) points to
+/// `--timeout`, a span split in two to quoting it. Set while parsing, so
+/// the spawn's own search for COMMAND is the only one.
+pub fn not_found_hint() -> String {
+    NOT_FOUND.with_borrow(String::clone)
 }
 
 /// COMMAND: `first` (the first non-option argument) and everything after it,
 /// untouched.
 pub fn command(first: OsString, parser: &mut lexopt::Parser) -> Result<Vec<OsString>, Error> {
+    let (span, tool) = (NOT_FOUND.take(), crate::log::tool());
+    let hint = match first.to_str().filter(|word| Timeout::parse(word).is_ok()) {
+        _ if !span.is_empty() => span,
+        Some(word) if tool == "graceful" => {
+            format!(" (a time limit? graceful --timeout {word} COMMAND)")
+        }
+        Some(word) => {
+            format!(" ({tool} has no time limit: {tool} -- graceful --timeout {word} COMMAND)")
+        }
+        None => String::new(),
+    };
+    NOT_FOUND.set(hint);
     let mut argv = vec![first];
     argv.extend(parser.raw_args().map_err(lexopt_error)?);
     Ok(argv)

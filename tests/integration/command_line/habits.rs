@@ -122,3 +122,52 @@ fn a_suggestion_is_an_option_of_the_tool() {
     let (_, err) = one_line("graceful", &["--kill-afte", "5", "true"]);
     assert!(err.contains("did you mean --kill-after?"), "{err}");
 }
+
+/// `graceful 5 make` (timeout(1)'s order): COMMAND's first word is a
+/// duration and no such command exists. The 127 line points to
+/// --timeout, or (pgwrap, reap: no time limit) to graceful; an unquoted
+/// span (`--grace 1min 30s`, as a unit file splits it) to quoting it.
+#[test]
+fn a_duration_for_command_points_to_the_timeout_or_to_quoting() {
+    for (tool, args, wanted) in [
+        ("graceful", &["5", "true"][..], "graceful --timeout 5"),
+        (
+            "graceful",
+            &["--preserve-status", "1.5s", "true"],
+            "graceful --timeout 1.5s",
+        ),
+        ("pgwrap", &["5", "true"], "graceful --timeout 5"),
+        ("reap", &["10s", "true"], "graceful --timeout 10s"),
+        (
+            "graceful",
+            &["--grace", "1min", "30s", "true"],
+            "--grace '1min 30s'",
+        ),
+        (
+            "graceful",
+            &["--timeout=1h", "30min", "true"],
+            "--timeout '1h 30min'",
+        ),
+        ("reap", &["-g", "2", "min", "true"], "-g '2 min'"),
+        ("graceful", &["-t", "1", "h", "true"], "-t '1 h'"),
+    ] {
+        let (code, err) = one_line(tool, args);
+        assert_eq!(code, Some(127), "{tool} {args:?}: {err}");
+        assert!(
+            err.contains("command not found") && err.contains(wanted),
+            "{tool} {args:?}: {err}"
+        );
+    }
+    // Not a duration, or a command of that name: as before.
+    let (_, err) = one_line("graceful", &["no-such-command-anywhere"]);
+    assert!(!err.contains("--timeout"), "{err}");
+    let dir = crate::kit::temp_dir("duration-command");
+    std::fs::write(dir.join("5"), "#!/bin/sh\nexit 3\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("5"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut run = Run::new(bin("graceful"))
+        .env("PATH", dir.path())
+        .args(["5"])
+        .spawn();
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(3));
+}
