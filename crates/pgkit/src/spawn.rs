@@ -327,7 +327,10 @@ impl<'a> Spawn<'a> {
                 },
                 None => Error {
                     code: NOT_FOUND,
-                    msg: format!("'{name}': command not found"),
+                    msg: format!(
+                        "'{name}': command not found{}",
+                        crate::cli::not_found_hint()
+                    ),
                 },
             },
             _ => Error {
