@@ -51,7 +51,8 @@ said as 30s, 4.5s, 250ms.
 Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
 COMMAND gets GRACEFUL_GRACE_MS=<grace in ms>; a graceful that finds it in its
 own environment caps its grace 500ms below it.
-Exit status: COMMAND's; killed by a signal => graceful dies of it too;
+Exit status: COMMAND's; killed by a signal => graceful dies of it too
+(128+S after --timeout with --preserve-status, as timeout(1));
 124 --timeout fired; 125 graceful failed, 126 COMMAND not executable,
 127 COMMAND (or its #! interpreter) not found.
 See graceful(1).

@@ -82,5 +82,10 @@ fn run() -> ! {
         exit::exit_code(124)
     }
     events::exit_as(status);
+    if timed_out {
+        // --preserve-status after the timeout, as timeout(1): a signal S
+        // is 128+S, not re-raised.
+        exit::exit_code(status.shell_code())
+    }
     exit::finish(status)
 }

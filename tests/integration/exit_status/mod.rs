@@ -126,3 +126,48 @@ fn a_missing_interpreter_is_named() {
         );
     }
 }
+
+/// After --timeout with --preserve-status, COMMAND killed by S: 128+S,
+/// not the signal re-raised, exactly as coreutils' own `timeout
+/// --preserve-status` (bash prints nothing, no "Terminated"); without a
+/// timeout both re-raise.
+#[test]
+fn preserve_status_after_a_timeout_is_128_plus_s_as_timeout_does() {
+    let side_by_side = |ours: &[&str], theirs: &[&str], script: &str| {
+        let mut graceful = Run::new(bin("graceful"))
+            .args(ours)
+            .args(["sh", "-c", script])
+            .spawn();
+        let mut timeout = Run::new("timeout")
+            .args(theirs)
+            .args(["sh", "-c", script])
+            .spawn();
+        let (ours, theirs) = (graceful.wait_exit(TIMEOUT), timeout.wait_exit(TIMEOUT));
+        assert_eq!(
+            (ours.code(), ours.signal()),
+            (theirs.code(), theirs.signal()),
+            "{script}: graceful {ours:?}, timeout {theirs:?}"
+        );
+        ours
+    };
+    let after_timeout = side_by_side(
+        &["--timeout", "200ms", "--preserve-status"],
+        &["--preserve-status", "0.2"],
+        "exec sleep 30",
+    );
+    assert_eq!(after_timeout.code(), Some(128 + libc::SIGTERM));
+    // No timeout: the signal re-raised by both.
+    let no_timeout = side_by_side(
+        &["--preserve-status", "--"],
+        &["--preserve-status", "30"],
+        "kill -TERM $$",
+    );
+    assert_eq!(no_timeout.signal(), Some(libc::SIGTERM));
+    // KILL after the grace: 137, where timeout -k dies of its own KILL.
+    let mut run = Run::new(bin("graceful"))
+        .args(["-t", "200ms", "-g", "200ms", "--preserve-status"])
+        .args(["sh", "-c", "trap '' TERM; sleep 30"])
+        .spawn();
+    let status = run.wait_exit(TIMEOUT);
+    assert_eq!((status.code(), status.signal()), (Some(137), None));
+}

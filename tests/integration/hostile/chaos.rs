@@ -1521,6 +1521,8 @@ impl Sim<'_> {
             Tool::Graceful(o) => {
                 if l.timed_out && !o.preserve {
                     Outcome::Exit(124)
+                } else if l.timed_out {
+                    Outcome::Exit(child.shell())
                 } else {
                     child
                 }
@@ -2682,10 +2684,12 @@ fn chaos_model_timeout_before_the_chain_is_up() {
             );
         };
         let to = *to;
+        // Ended by TERM, which graceful reports as 128+TERM after its
+        // timeout (--preserve-status, as timeout(1)).
         let by_term = |sc: &Scenario| {
             expectations(sc)
                 .iter()
-                .any(|e| e.status == Outcome::Signal(TERM))
+                .any(|e| e.status == Outcome::Exit(128 + TERM))
         };
         assert!(
             !by_term(&sc),
