@@ -148,20 +148,11 @@ pub fn signal_or_none(parser: &mut lexopt::Parser, opt: &str) -> Result<Option<S
 /// The signals whose default action ends no process (it stops, continues
 /// or is ignored): a kill signal (`-k`, `--pdeathsig`) among them would end
 /// nothing. A stop signal may be one (Apache's graceful stop is WINCH).
-const ENDS_NOTHING: [i32; 8] = [
-    libc::SIGSTOP,
-    libc::SIGTSTP,
-    libc::SIGTTIN,
-    libc::SIGTTOU,
-    libc::SIGCONT,
-    libc::SIGCHLD,
-    libc::SIGURG,
-    libc::SIGWINCH,
-];
+const ENDS_NOTHING: &str = "STOP TSTP TTIN TTOU CONT CHLD URG WINCH";
 
 /// `sig`, given to `opt` as a kill signal: refused if it ends no process.
 pub fn ends_a_process(sig: Signal, opt: &str) -> Result<Signal, Error> {
-    if ENDS_NOTHING.contains(&sig.raw()) {
+    if ENDS_NOTHING.split(' ').any(|name| name == sig.to_string()) {
         return Err(Error::usage(format!(
             "{sig} ends no process (by default it stops, continues or is ignored), \
              so it cannot be {opt}'s signal (try KILL or TERM)"

@@ -39,6 +39,8 @@ pub const MAX_SECS: u64 = 100_000_000_000;
 /// The smallest wait: what a positive value below a nanosecond becomes
 /// (only a literal zero is zero).
 const MIN_NANOS: u128 = 1;
+/// [`MAX_SECS`] in nanoseconds.
+const MAX_NANOS: u128 = MAX_SECS as u128 * 1_000_000_000;
 
 impl Timeout {
     /// Parse a duration; the error is the message's middle
@@ -53,11 +55,10 @@ impl Timeout {
         if text.is_empty() || text.trim() != text {
             return Err(bad());
         }
-        let max_nanos = u128::from(MAX_SECS) * 1_000_000_000;
         let (mut nanos, mut rest) = (0u128, text);
         while !rest.is_empty() {
             let (part, tail) = part(rest).ok_or_else(bad)?;
-            nanos = (nanos + part).min(max_nanos);
+            nanos = (nanos + part).min(MAX_NANOS);
             rest = tail.trim_start();
         }
         let secs = (nanos / 1_000_000_000) as u64;
@@ -152,23 +153,15 @@ fn part(text: &str) -> Option<(u128, &str)> {
     let power = u32::try_from(exp10.unsigned_abs())
         .ok()
         .and_then(|e| 10u128.checked_pow(e));
-    let max_nanos = u128::from(MAX_SECS) * 1_000_000_000;
     let nanos = if exp10 >= 0 {
         power
             .and_then(|p| scaled.checked_mul(p))
-            .unwrap_or(max_nanos)
+            .unwrap_or(MAX_NANOS)
     } else {
         power.map_or(0, |p| scaled / p)
     }
-    .min(max_nanos);
-    Some((
-        if positive {
-            nanos.max(MIN_NANOS)
-        } else {
-            nanos
-        },
-        tail,
-    ))
+    .min(MAX_NANOS);
+    Some((nanos.max(MIN_NANOS * u128::from(positive)), tail))
 }
 
 /// The one form every line of the suite prints a duration in: seconds
