@@ -45,9 +45,6 @@ pub struct Supervisor<'a> {
     extension: Extension,
     /// Everything below graceful, which the kill signal reaches.
     below: Below,
-    /// When the stop signal went out (boot ticks, procfs::uptime_ticks):
-    /// a process started later was not sent it.
-    stop_sent_at: Option<u64>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -74,7 +71,6 @@ impl<'a> Supervisor<'a> {
             relay,
             extension: Extension::default(),
             below,
-            stop_sent_at: None,
         }
     }
 
@@ -309,11 +305,8 @@ impl<'a> Supervisor<'a> {
         let stop = self.machine.stop_signal().unwrap_or(Signal::TERM);
         let alive = self.child.exit_status().is_none();
         let found = match self.below.walk() {
-            // One started after the stop signal went out was not sent it.
             Some(walk) => {
-                pgkit::survivors::below(&walk.tree, pgid, false, stop, &walk.guarded, |p| {
-                    (self.stop_sent_at.is_some_and(|at| p.start > at)).then_some(false)
-                })
+                pgkit::survivors::below(&walk.tree, pgid, false, stop, &walk.guarded, |_| None)
             }
             // Without /proc: COMMAND alone, if it still runs.
             None => alive
@@ -367,7 +360,7 @@ impl<'a> Supervisor<'a> {
                     if kill {
                         self.kill_below();
                     } else {
-                        self.stop_sent_at = pgkit::procfs::uptime_ticks();
+                        pgkit::survivors::stop_sent(group);
                     }
                 }
                 // A stopped process acts on nothing but KILL until continued.

@@ -313,6 +313,37 @@ fn graceful_says_a_member_forked_after_the_stop_was_not_sent_it() {
     );
 }
 
+/// The issue's step: COMMAND's trap on TERM starts a `sleep` (in COMMAND's
+/// group, TERM at its default) after the stop signal went out. At the end
+/// of the grace neither graceful nor reap (its stop request's grace) says
+/// TERM has not ended it, nor that it is outside the groups TERM went to:
+/// it started after TERM went out.
+#[test]
+fn a_process_started_after_the_stop_is_said_to_be_so() {
+    for tool in ["graceful", "reap"] {
+        let script = "trap 'sleep 30' TERM; echo up; sleep 30 & wait";
+        let mut run = Run::new(bin(tool))
+            .args(["--grace", "1s", "--", "sh", "-c", script])
+            .stderr_piped()
+            .spawn();
+        run.expect_line("up", TIMEOUT);
+        let mut guard = Guard::new();
+        guard.watch_tree(run.pid());
+        run.signal(libc::SIGTERM);
+        run.wait_exit(TIMEOUT + SLACK);
+        guard.wait_all_gone("nothing below the tool is left", TIMEOUT);
+        let err = run.stderr_all();
+        let want = "(sleep) is still running after the grace: it was not sent TERM: \
+                    it started after TERM went out";
+        assert!(
+            err.lines()
+                .filter_map(|l| said(l, tool))
+                .any(|l| l.contains(want)),
+            "{tool}: no {want:?} in:\n{err}"
+        );
+    }
+}
+
 /// `graceful -g 0 -- pgwrap --setsid -- reap --keep-orphans -c CLEANUP --
 /// JOB`, stopped: the deadline kills reap's front and JOB's tree. The
 /// front's death must be what reap's back sees first (REAP_CAUSE=lost), so

@@ -35,6 +35,17 @@ pub struct Survivor {
     /// the stop went to); a process never sent it is not said to have
     /// resisted it.
     pub sent: bool,
+    /// Not sent it because it started after the stop signal went out.
+    pub late: bool,
+}
+
+/// The process group the stop signal last went to, and when (boot ticks).
+static STOP: std::sync::Mutex<Option<(i32, u64)>> = std::sync::Mutex::new(None);
+
+/// The stop signal has just gone to `group`: a member started later was
+/// not sent it.
+pub fn stop_sent(group: i32) {
+    *STOP.lock().unwrap_or_else(|e| e.into_inner()) = procfs::uptime_ticks().map(|t| (group, t));
 }
 
 /// The reason from the masks of `status` (the text of /proc/PID/status) and
@@ -66,6 +77,7 @@ pub fn survivor(pid: i32, sig: Signal) -> Option<Survivor> {
         name: stat.name.to_string(),
         reason: reason(&status, sig),
         sent: true,
+        late: false,
     })
 }
 
@@ -166,7 +178,10 @@ impl Tools {
 /// leads (it passes the signal on); a process outside those groups is said
 /// not to have been sent it. `sent_to` decides first where the caller
 /// knows better (a process started after the stop signal went out was not
-/// sent it, whatever its group); `None` leaves it to the groups.
+/// sent it, whatever its group); `None` leaves it to the groups. Unless
+/// `all_sent`, a member of the group the stop signal went to
+/// ([`stop_sent`]) that started after it is said to be late: in a later
+/// tick, or in the same one when the default action would have ended it.
 pub fn below(
     tree: &[Proc],
     group: i32,
@@ -201,15 +216,24 @@ pub fn below(
     // been sent the signal by a tool that has left since; only a group led
     // by a live process outside the reached ones was surely not sent it.
     let leaders: BTreeSet<i32> = live.iter().map(|p| p.pid).collect();
+    let stop = *STOP.lock().unwrap_or_else(|e| e.into_inner());
     let mut out = Vec::new();
     for p in live.iter().filter(|p| !skip.contains(&p.pid)) {
         if tool(p.pid) {
             continue;
         }
         if let Some(mut s) = survivor(p.pid, sig) {
-            s.sent = sent_to(p).unwrap_or_else(|| {
-                all_sent || reached.contains(&p.pgid) || !leaders.contains(&p.pgid)
-            });
+            let said = sent_to(p);
+            s.late = said == Some(false)
+                || !all_sent
+                    && stop.is_some_and(|(g, at)| {
+                        g == p.pgid
+                            && (p.start > at || p.start == at && s.reason == Reason::Unknown)
+                    });
+            s.sent = !s.late
+                && said.unwrap_or_else(|| {
+                    all_sent || reached.contains(&p.pgid) || !leaders.contains(&p.pgid)
+                });
             out.push(s);
         }
     }
@@ -234,6 +258,7 @@ impl Survivor {
     /// `pid 42 (sleep) is still running after the grace: it ignores TERM`.
     pub fn line(&self, sig: Signal) -> String {
         let why = match self.reason {
+            _ if self.late => format!("it was not sent {sig}: it started after {sig} went out"),
             _ if !self.sent => format!(
                 "it was not sent {sig} (it is outside the process groups the stop signal went to)"
             ),
@@ -301,6 +326,13 @@ mod tests {
              (it is outside the process groups the stop signal went to)"
         ));
         assert_eq!(never.word(), "unsent");
+        let late = Survivor {
+            late: true,
+            ..never
+        };
+        assert!(late.line(Signal::TERM).ends_with(
+            "still running after the grace: it was not sent TERM: it started after TERM went out"
+        ));
         let tools = Tools::find();
         assert!(tools.is_tool(std::process::id() as i32), "its own binary");
         assert!(!tools.is_tool(1) || procfs::own_pid() == 1);
