@@ -1049,10 +1049,13 @@ impl<'a> Back<'a> {
                  (or at the next stop request)",
                 pgkit::Timeout::After(self.config.stop_delay)
             ),
-            Note::StopRequested => verbose!(
-                "stop requested: COMMAND's tree has {} to exit",
-                self.config.grace
-            ),
+            Note::StopRequested => {
+                pgkit::survivors::stop_sent(self.leader_pid());
+                verbose!(
+                    "stop requested: COMMAND's tree has {} to exit",
+                    self.config.grace
+                )
+            }
             Note::CommandDone(status, cause) => verbose!(
                 "COMMAND {status}; every descendant is gone; cause: {}",
                 cause.name()
