@@ -266,11 +266,128 @@ fn graceful_stop_terms_the_group_kills_after_grace_and_is_success() {
     assert!(took >= Duration::from_secs(1), "stopped after {took:?}");
     assert!(took < Duration::from_secs(15), "stopped after {took:?}");
     // graceful killed the member itself: systemd found nothing left to kill.
-    let journal = m.journal_has(unit, "graceful[");
+    let journal = m.journal_has(unit, "graceful: ");
     assert_systemd_killed_nothing(&journal);
     // The leader died of TERM; graceful died of it too (not `exit 143`), so
     // systemd counts the stop as clean.
     assert_ended(&m, unit, "success", "2", "15");
+}
+
+/// On the journal's stream (`JOURNAL_STREAM`, set by systemd) each line of
+/// graceful's starts with its priority, which journald takes as the
+/// entry's PRIORITY, then `graceful: ` without the PID; the entries carry
+/// the unit's `SyslogIdentifier=` (COMMAND's name).
+#[test]
+fn graceful_on_the_journal_gives_each_line_its_priority() {
+    let Some(m) = manager("graceful_on_the_journal_gives_each_line_its_priority") else {
+        return;
+    };
+    let unit = "graceful-journal.service";
+    let out = m.out(unit);
+    m.start(unit);
+    wait_for(&out.join("member"), "ready pid=");
+    m.stop(unit);
+    m.journal_has(unit, "is still running after the grace");
+    let json = m.exec(&["journalctl", "-u", unit, "-o", "json", "--no-pager"]);
+    let field = |entry: &str, key: &str| -> String {
+        let at = entry
+            .find(&format!("\"{key}\":\""))
+            .map(|i| i + key.len() + 4);
+        at.map(|i| entry[i..].split('"').next().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    let ours: Vec<(String, String, String)> = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .map(|e| {
+            (
+                field(e, "PRIORITY"),
+                field(e, "SYSLOG_IDENTIFIER"),
+                field(e, "MESSAGE"),
+            )
+        })
+        .filter(|(_, id, _)| id == "member-job")
+        .collect();
+    let has = |priority: &str, start: &str, end: &str| {
+        ours.iter()
+            .any(|(p, _, msg)| p == priority && msg.starts_with(start) && msg.ends_with(end))
+    };
+    assert!(has("6", "graceful: sent TERM to group ", ""), "{ours:#?}");
+    assert!(
+        has(
+            "4",
+            "graceful: pid ",
+            "(sigprobe) is still running after the grace: it blocks TERM"
+        ),
+        "{ours:#?}"
+    );
+    assert!(
+        ours.iter().all(|(_, _, msg)| msg.starts_with("graceful: ")),
+        "{ours:#?}"
+    );
+}
+
+/// `JOURNAL_STREAM` naming the tools' stderr (here a file, by its device
+/// and inode) makes each line `<PRIORITY>TOOL: `; naming another file
+/// changes nothing.
+#[test]
+fn journal_stream_naming_stderr_gives_priorities_and_no_pids() {
+    let dir = crate::kit::temp_dir("journal-stream");
+    let (err, other) = (dir.join("stderr"), dir.join("other"));
+    std::fs::write(&other, "").unwrap();
+    let script = r#"exec 2>"$1"; export JOURNAL_STREAM=$(stat -L -c %d:%i "$2")
+        "$3" --grace 10x -- true; shift 3; exec "$@""#;
+    for (named, journal) in [(&err, true), (&other, false)] {
+        let mut run = crate::kit::Run::new("sh")
+            .args([
+                "-c",
+                script,
+                "sh",
+                err.to_str().unwrap(),
+                named.to_str().unwrap(),
+            ])
+            .arg(crate::kit::bin("reap"))
+            .arg(crate::kit::bin("graceful"))
+            .args(["-v", "--grace", "0.3", "--", "sh", "-c"])
+            .arg("trap '' TERM; echo up; exec sleep 30")
+            .spawn();
+        run.expect_line("up", PATIENCE);
+        let mut guard = crate::reap_kit::Guard::new();
+        guard.watch_tree(run.pid());
+        run.signal(libc::SIGTERM);
+        run.wait_exit(PATIENCE);
+        guard.wait_all_gone("nothing is left below graceful", PATIENCE);
+        let text = read(&err);
+        let pid = run.pid();
+        let (usage, sent, survivor) = if journal {
+            (
+                "<3>reap: ",
+                "<6>graceful: sent TERM to group ",
+                "<4>graceful: pid ",
+            )
+        } else {
+            (
+                "reap: ",
+                &*format!("graceful[{pid}]: sent TERM to group "),
+                &*format!("graceful[{pid}]: pid "),
+            )
+        };
+        let has = |start: &str, end: &str| {
+            text.lines()
+                .any(|l| l.starts_with(start) && l.ends_with(end))
+        };
+        assert!(has(usage, ""), "{text}");
+        assert!(has(sent, ""), "{text}");
+        assert!(
+            has(
+                survivor,
+                "(sleep) is still running after the grace: it ignores TERM"
+            ),
+            "{text}"
+        );
+        let journal_line =
+            |l: &str| l.len() > 3 && l.starts_with('<') && l[1..2] < *"8" && &l[2..3] == ">";
+        assert!(text.lines().all(|l| journal_line(l) == journal), "{text}");
+    }
 }
 
 #[test]
@@ -322,7 +439,7 @@ fn reap_stop_removes_leftovers_before_the_cleanup() {
         read(&out.join("stop-post")).trim(),
         "SERVICE_RESULT=success EXIT_CODE=killed EXIT_STATUS=TERM"
     );
-    assert_systemd_killed_nothing(&m.journal_has(unit, "reap["));
+    assert_systemd_killed_nothing(&m.journal_has(unit, "reap: "));
     assert_ended(&m, unit, "success", "2", "15");
 }
 

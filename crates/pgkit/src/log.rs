@@ -12,9 +12,20 @@ static TOOL: OnceLock<&'static str> = OnceLock::new();
 /// How many `-v` the command line gave (`-vv`: 2): the one verbosity setting.
 static VERBOSITY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-/// Name the tool for every line it prints (`pgwrap`, `graceful`, `reap`).
+/// Set at start when stderr is the journal's stream (see [`set_tool`]).
+static JOURNAL: AtomicBool = AtomicBool::new(false);
+
+/// Name the tool for every line it prints (`pgwrap`, `graceful`, `reap`),
+/// and decide, once, whether stderr is the journal's stream: the file
+/// `JOURNAL_STREAM` names by `DEV:INODE` in decimal (systemd.exec(5)). There each line
+/// starts with its priority (sd-daemon(3)) and `TOOL: `, without the PID
+/// (journald records the stream's).
 pub fn set_tool(tool: &'static str) {
     let _ = TOOL.set(tool);
+    let named = std::env::var("JOURNAL_STREAM").unwrap_or_default();
+    let st = rustix::fs::fstat(rustix::stdio::stderr()).ok();
+    let ours = st.is_some_and(|st| named == format!("{}:{}", st.st_dev, st.st_ino));
+    JOURNAL.store(ours, Ordering::Relaxed);
 }
 
 /// The tool's name as given to [`set_tool`].
@@ -45,9 +56,7 @@ pub fn verbose_enabled() -> bool {
 
 /// `TOOL[PID]: msg` — a `-v` decision line.
 pub fn verbose_line(msg: std::fmt::Arguments<'_>) {
-    let msg = senders(msg.to_string());
-    let line = format!("{}[{}]: {}\n", tool(), std::process::id(), one_line(&msg));
-    write_stderr(line.as_bytes());
+    say(6, true, &senders(msg.to_string()));
 }
 
 /// A signal's sender of pid 0 is no process: the kernel sent it, or the
@@ -76,14 +85,23 @@ fn senders(msg: String) -> String {
 /// lines, so that in a chain of two of the same tool the line tells which
 /// one spoke.
 pub fn error(msg: &str) {
-    let line = format!("{}[{}]: {}\n", tool(), std::process::id(), one_line(msg));
-    write_stderr(line.as_bytes());
+    say(4, true, msg);
 }
 
 /// `TOOL: msg` — the one line of a command line refused (exit 125, nothing
 /// started), as `env`, `timeout` and the contract write it.
 pub fn usage_error(msg: &str) {
-    let line = format!("{}: {}\n", tool(), one_line(msg));
+    say(3, false, msg);
+}
+
+/// One line: `TOOL[PID]: ` (`TOOL: ` without `pid`) and `msg`; on the
+/// journal's stream `<PRIORITY>TOOL: ` and `msg`.
+fn say(priority: u8, pid: bool, msg: &str) {
+    let line = match (JOURNAL.load(Ordering::Relaxed), pid) {
+        (true, _) => format!("<{priority}>{}: {}\n", tool(), one_line(msg)),
+        (false, true) => format!("{}[{}]: {}\n", tool(), std::process::id(), one_line(msg)),
+        (false, false) => format!("{}: {}\n", tool(), one_line(msg)),
+    };
     write_stderr(line.as_bytes());
 }
 
