@@ -12,8 +12,9 @@ use std::time::Duration;
 pub const HELP: &str = "\
 Usage: graceful [OPTION]... [--] COMMAND [ARG]...
 Run COMMAND in a new process group. On a stop trigger send the stop signal to
-the whole group, wait up to the grace period for every process of the group
-to exit, then send the kill signal to whatever is left.
+the whole group (--stop-all: to every process below graceful), wait up to the
+grace period for it to exit, then send the kill signal to every process still
+below graceful (the group, and what left it).
 
   -t, --timeout DUR        also trigger the stop when COMMAND has run this long
                            (default none; 0 means none)
@@ -24,6 +25,8 @@ to exit, then send the kill signal to whatever is left.
                            signal itself; TERM for --timeout)
   -k, --kill-signal SIG    sent when the grace period is over (default KILL;
                            a name: timeout's -k 5 is --grace 5 here)
+      --stop-all           the stop signal to every process below graceful at
+                           once, not only to COMMAND's group
       --stop-delay DUR     on a trigger, wait this long before the stop signal
                            (a load balancer's drain; default 0; a second
                            trigger ends it; the grace starts after it)
@@ -78,6 +81,7 @@ pub struct Config {
     pub command: Vec<OsString>,
     /// `--stop-delay`.
     pub stop_delay: Duration,
+    pub stop_all: bool,
     /// `--events FD|PATH`.
     pub events: Option<String>,
     /// The signals an option named (`--on`, `--forward`): acted on even when
@@ -133,6 +137,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut command = None;
     let mut named = SigSet::EMPTY;
     let mut stop_delay = Duration::ZERO;
+    let mut stop_all = false;
     let mut events = None;
     let mut seen = cli::Seen::default();
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
@@ -183,6 +188,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 events = Some(cli::events(&mut parser, &opt)?)
             }
             Long("preserve-status") => preserve_status = true,
+            Long("stop-all") => stop_all = true,
             Long("foreground") => {
                 seen.flag("terminal", "--foreground", &opt)?;
                 foreground = Foreground::On
@@ -218,6 +224,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         command,
         named,
         stop_delay,
+        stop_all,
         events,
     }))
 }
