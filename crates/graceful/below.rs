@@ -139,6 +139,20 @@ impl Below {
         }
     }
 
+    /// `--stop-all`: the stop signal `sig` at once to every live process
+    /// below graceful that [`Below::kill`] would reach (not COMMAND's group,
+    /// which has it; not what an inner reap guards), which the kill signal
+    /// still reaches after. Without `/proc`, COMMAND's group is all it is.
+    pub fn stop_all(&mut self, group: i32, sig: Signal) {
+        let Some(walk) = self.walk() else {
+            return pgkit::warn!("/proc is not usable: --stop-all reaches COMMAND's group only");
+        };
+        let (killed, said) = (std::mem::take(&mut self.killed), self.said_spared);
+        self.said_spared = true;
+        self.kill(&walk, group, sig);
+        (self.killed, self.said_spared) = (killed, said);
+    }
+
     fn send(&mut self, p: &Proc, walk: &Walk, group: i32, sig: Signal, pids: &BTreeSet<i32>) {
         if p.is_zombie() || p.pgid == group || walk.guarded.contains(&p.pid) {
             return;

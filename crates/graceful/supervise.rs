@@ -168,13 +168,15 @@ impl<'a> Supervisor<'a> {
             self.machine.on(Event::GroupGone, now);
             return;
         }
-        // After the kill signal graceful waits for everything below it (an
-        // inner reap's cleanup included); after the stop signal, for what
-        // holds the stop up (below.rs): what outlives an inner pgwrap is not
-        // left behind. A live descendant means a live child (the others
-        // were re-parented to graceful): each exit of one arrives as
-        // SIGCHLD; the deadline's timer wakes graceful in any case.
-        if self.machine.killed() && descend::usable() {
+        // After the kill signal (or --stop-all's stop signal) graceful waits
+        // for everything below it (an inner reap's cleanup included); after
+        // the stop signal, for what holds the stop up (below.rs): what
+        // outlives an inner pgwrap is not left behind. A live descendant
+        // means a live child (the others were re-parented to graceful): each
+        // exit of one arrives as SIGCHLD; the deadline's timer wakes
+        // graceful in any case.
+        let stop_all = self.config.stop_all && self.machine.stop_signal().is_some();
+        if (self.machine.killed() || stop_all) && descend::usable() {
             if !std::mem::replace(&mut self.waiting_below, true) {
                 verbose!("waiting for every process below graceful to end");
             }
@@ -306,7 +308,9 @@ impl<'a> Supervisor<'a> {
         let alive = self.child.exit_status().is_none();
         let found = match self.below.walk() {
             Some(walk) => {
-                pgkit::survivors::below(&walk.tree, pgid, false, stop, &walk.guarded, |_| None)
+                pgkit::survivors::below(&walk.tree, pgid, false, stop, &walk.guarded, |_| {
+                    self.config.stop_all.then_some(true)
+                })
             }
             // Without /proc: COMMAND alone, if it still runs.
             None => alive
@@ -361,6 +365,9 @@ impl<'a> Supervisor<'a> {
                         self.kill_below();
                     } else {
                         pgkit::survivors::stop_sent(group);
+                        if self.config.stop_all {
+                            self.below.stop_all(group, sig);
+                        }
                     }
                 }
                 // A stopped process acts on nothing but KILL until continued.

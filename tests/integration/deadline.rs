@@ -313,6 +313,89 @@ fn graceful_says_a_member_forked_after_the_stop_was_not_sent_it() {
     );
 }
 
+/// A daemon that left COMMAND's group (`setsid`): with `--stop-all` it gets
+/// the stop signal from graceful with the group; without, only the
+/// deadline's KILL.
+#[test]
+fn stop_all_reaches_a_daemon_that_left_the_group() {
+    for stop_all in [true, false] {
+        let mut run = Run::new(bin("graceful"))
+            .args(stop_all.then_some("--stop-all"))
+            .args([
+                "-g",
+                "1",
+                "--",
+                &sigprobe(),
+                "--exit-on",
+                "none",
+                "--escape",
+                "1",
+            ])
+            .spawn();
+        let readies = run.expect_readies(2, TIMEOUT);
+        let mut guard = Guard::new();
+        for r in &readies {
+            guard.watch(r.pid);
+        }
+        let daemon = readies.iter().find(|r| r.role == "escapee").unwrap();
+        let death = Death::watch(daemon.pid);
+        let sent = Instant::now();
+        run.signal(libc::SIGTERM);
+        assert!(death.wait(Duration::from_secs(1) + SLACK) >= sent + Duration::from_secs(1));
+        run.wait_exit(TIMEOUT);
+        guard.wait_all_gone("every process below graceful is gone", TIMEOUT);
+        let got = format!("got TERM pid={} from={}", daemon.pid, run.pid());
+        let lines = run.lines_so_far();
+        assert_eq!(
+            lines.contains(&got),
+            stop_all,
+            "--stop-all {stop_all}: {lines:#?}"
+        );
+    }
+}
+
+/// `graceful --stop-all -- reap -c CLEANUP -- JOB`: the stop signal goes
+/// to JOB below reap's back, not to the back itself (what the deadline
+/// spares, --stop-all spares), and the cleanup runs as for a cancel.
+#[test]
+fn stop_all_spares_an_inner_reaps_back() {
+    let dir = crate::kit::temp_dir("stop-all-reap");
+    let done = dir.join("cleanup");
+    let cleanup = format!("echo cause=$REAP_CAUSE > '{}'", done.display());
+    let mut run = Run::new(bin("graceful"))
+        .args([
+            "-v",
+            "--stop-all",
+            "-g",
+            "1",
+            "--",
+            bin("reap").to_str().unwrap(),
+        ])
+        .args([
+            "--cleanup",
+            &cleanup,
+            "--",
+            &sigprobe(),
+            "--exit-on",
+            "none",
+        ])
+        .stderr_piped()
+        .spawn();
+    let job = run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    run.signal(libc::SIGTERM);
+    run.wait_exit(TIMEOUT + SLACK);
+    guard.wait_all_gone("nothing below graceful is left", TIMEOUT);
+    let err = run.stderr_all();
+    let to_job = format!("sent TERM to pid {} (sigprobe) below", job.pid);
+    assert!(err.contains(&to_job), "{err}");
+    let to_reap = |l: &str| l.contains("sent TERM to pid ") && l.contains("(reap) below");
+    assert!(!err.lines().any(to_reap), "{err}");
+    let cause = std::fs::read_to_string(&done).unwrap_or_default();
+    assert_eq!(cause, "cause=cancel\n", "{err}");
+}
+
 /// The step: COMMAND's trap on TERM starts a `sleep` (in COMMAND's
 /// group, TERM at its default) after the stop signal went out. At the end
 /// of the grace neither graceful nor reap (its stop request's grace) says
