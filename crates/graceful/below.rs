@@ -132,10 +132,10 @@ impl Below {
             .map(|p| format!("pid {}", p.pid))
             .collect();
         if !spared.is_empty() && !std::mem::replace(&mut self.said_spared, true) {
-            pgkit::warn!(
+            pgkit::log::notice(&format!(
                 "past the deadline, waiting for an inner reap and its cleanup: {}",
                 spared.join(", ")
-            );
+            ));
         }
     }
 

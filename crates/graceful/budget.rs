@@ -54,11 +54,11 @@ pub fn effective(own: Timeout, given: bool, env: Option<&OsStr>) -> Timeout {
         return capped;
     }
     // Said even without -v: it changes what the user asked for.
-    pgkit::warn!(
+    pgkit::log::notice(&format!(
         "grace capped at {capped} by {VAR}={ms} (the outer grace less a {} margin; \
          --grace {own})",
         Timeout::After(MARGIN)
-    );
+    ));
     capped
 }
 

@@ -335,7 +335,7 @@ fn journal_stream_naming_stderr_gives_priorities_and_no_pids() {
     let (err, other) = (dir.join("stderr"), dir.join("other"));
     std::fs::write(&other, "").unwrap();
     let script = r#"exec 2>"$1"; export JOURNAL_STREAM=$(stat -L -c %d:%i "$2")
-        "$3" --grace 10x -- true; shift 3; exec "$@""#;
+        "$3" --grace 10x -- true; GRACEFUL_GRACE_MS=1000 "$4" -g 5s -- true; shift 3; exec "$@""#;
     for (named, journal) in [(&err, true), (&other, false)] {
         let mut run = crate::kit::Run::new("sh")
             .args([
@@ -371,11 +371,20 @@ fn journal_stream_naming_stderr_gives_priorities_and_no_pids() {
                 &*format!("graceful[{pid}]: pid "),
             )
         };
+        let cap = if journal {
+            "<5>graceful: grace capped"
+        } else {
+            "graceful["
+        };
         let has = |start: &str, end: &str| {
             text.lines()
                 .any(|l| l.starts_with(start) && l.ends_with(end))
         };
         assert!(has(usage, ""), "{text}");
+        assert!(
+            has(cap, "(the outer grace less a 500ms margin; --grace 5s)"),
+            "{text}"
+        );
         assert!(has(sent, ""), "{text}");
         assert!(
             has(

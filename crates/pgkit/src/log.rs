@@ -88,6 +88,12 @@ pub fn error(msg: &str) {
     say(4, true, msg);
 }
 
+/// As [`error`], a notice (priority 5 on the journal's stream): news the
+/// user should have, not trouble (a cap of the grace, a wait past a deadline).
+pub fn notice(msg: &str) {
+    say(5, true, msg);
+}
+
 /// `TOOL: msg` — the one line of a command line refused (exit 125, nothing
 /// started), as `env`, `timeout` and the contract write it.
 pub fn usage_error(msg: &str) {
