@@ -635,42 +635,6 @@ impl<'a> Back<'a> {
         self.leader.as_ref().map_or(0, |c| c.pid())
     }
 
-    /// The event of an action, if it has one (`--events`).
-    fn log_event(&self, action: &Action) {
-        if !events::enabled() {
-            return;
-        }
-        match *action {
-            // The stop request held by --stop-delay was logged on receipt.
-            Action::Forward(sig, _) if self.held_logged == Some(sig) => {}
-            Action::Forward(sig, from) => {
-                let stop = pgkit::SigSet::stop_requests().contains(sig);
-                let out = self.config.route.route(sig);
-                let how = match out {
-                    _ if stop => "trigger",
-                    Some(o) if o != sig => "mapped",
-                    _ => "forwarded",
-                };
-                events::signal(sig, from, how, out);
-            }
-            Action::Say(Note::StopDelayed(sig, from) | Note::Trigger(sig, from, _)) => {
-                events::signal(sig, from, "trigger", None)
-            }
-            Action::Say(Note::Dropped(sig, from, _)) => events::signal(sig, from, "dropped", None),
-            Action::StopWithTool(sig) => events::signal(sig, 0, "job-control", None),
-            Action::Say(Note::StopRequested) => events::sent(
-                "stop",
-                (self.config.route.route(self.machine.stop_signal()))
-                    .unwrap_or(self.machine.stop_signal()),
-                if self.config.stop_all { "all" } else { "group" },
-                self.leader_pid(),
-                self.grace_ms(),
-            ),
-            Action::KillGroup => events::sent("kill", Signal::KILL, "group", self.leader_pid(), 0),
-            _ => {}
-        }
-    }
-
     /// A sweep's round, and its `stop` or `kill` event if it reached
     /// someone: the stage's first round (`first`), or the first KILL of the
     /// stage that reached a newcomer.
@@ -696,23 +660,11 @@ impl<'a> Back<'a> {
         events::sent(kind, sig, target, self.leader_pid(), grace);
     }
 
-    /// Carry out one action of the machine.
+    /// Carry out one action of the machine, then write its event (never
+    /// between a signal and its passing on); the result of a start, for
+    /// the machine.
     fn act(&mut self, action: Action) -> Option<Event> {
-        // Logged once carried out: the event's write(2) is never between a
-        // signal and its passing on.
-        let result = self.carry_out(&action);
-        self.log_event(&action);
         match action {
-            Action::Say(Note::StopDelayed(sig, _)) => self.held_logged = Some(sig),
-            Action::Forward(sig, _) if self.held_logged == Some(sig) => self.held_logged = None,
-            _ => {}
-        }
-        result
-    }
-
-    /// Carry out one action; the result of a start, for the machine.
-    fn carry_out(&mut self, action: &Action) -> Option<Event> {
-        match *action {
             Action::Say(note) => self.say(note),
             Action::StartCommand => return Some(self.start_command()),
             Action::Forward(sig, from) => self.forward(sig, from),
@@ -726,7 +678,7 @@ impl<'a> Back<'a> {
             | Action::StopWithTool(_)
             | Action::ContinueIfStopped
             | Action::ReleaseTerminal
-            | Action::KillGroup => self.on_command(action),
+            | Action::KillGroup => self.on_command(&action),
             Action::Sweep(sig) => {
                 self.sweeper.reset();
                 self.sweep_round(sig, true);
@@ -747,13 +699,13 @@ impl<'a> Back<'a> {
                     front.command_status(status);
                 }
             }
-            Action::StartCleanup(ref env) => {
+            Action::StartCleanup(env) => {
                 self.remove_cgroup();
-                return Some(self.start_cleanup(env.clone()));
+                return Some(self.start_cleanup(env));
             }
-            Action::ExecCleanup(ref env) => {
+            Action::ExecCleanup(env) => {
                 self.remove_cgroup();
-                return Some(self.exec_cleanup(env.clone()));
+                return Some(self.exec_cleanup(env));
             }
             Action::Exit(status) => {
                 self.remove_cgroup();
@@ -803,7 +755,7 @@ impl<'a> Back<'a> {
 
     /// Pass a signal on to COMMAND's group (or, `--to child`, to COMMAND
     /// alone), as itself or as what `--map` makes it (pgkit's `route`).
-    fn forward(&self, sig: Signal, from: i32) {
+    fn forward(&mut self, sig: Signal, from: i32) {
         let Some(child) = &self.leader else { return };
         let route = &self.config.route;
         let out = route.route(sig).unwrap_or(sig);
@@ -835,6 +787,15 @@ impl<'a> Back<'a> {
             ),
             Err(e) => verbose!("received {sig} from pid {from}: cannot forward: {e}"),
         }
+        // The stop request held by --stop-delay was logged on receipt.
+        if self.held_logged.take_if(|&mut s| s == sig).is_none() {
+            let how = match out {
+                _ if pgkit::SigSet::stop_requests().contains(sig) => "trigger",
+                o if o != sig => "mapped",
+                _ => "forwarded",
+            };
+            events::signal(sig, from, how, Some(out));
+        }
     }
 
     /// Job control, and the group's KILL: nothing to do without COMMAND.
@@ -844,16 +805,22 @@ impl<'a> Back<'a> {
         };
         match *action {
             Action::ContinueCommand => self.terminal.on_continue(front, child),
-            Action::StopWithTool(sig) => self.terminal.on_tool_stop(front, child, sig),
+            Action::StopWithTool(sig) => {
+                self.terminal.on_tool_stop(front, child, sig);
+                events::signal(sig, 0, "job-control", None)
+            }
             Action::ContinueIfStopped if self.terminal.jobs.is_stopped() => {
                 let _ = child.signal(Target::Group, Signal::CONT);
             }
             // While COMMAND is unreaped, its group's id is still its own.
             Action::ReleaseTerminal => self.terminal.release(front, child),
-            Action::KillGroup => match child.signal(Target::Group, Signal::KILL) {
-                Ok(()) => verbose!("sent KILL to group {}", child.pid()),
-                Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
-            },
+            Action::KillGroup => {
+                match child.signal(Target::Group, Signal::KILL) {
+                    Ok(()) => verbose!("sent KILL to group {}", child.pid()),
+                    Err(e) => verbose!("unable to send KILL to group {}: {e}", child.pid()),
+                }
+                events::sent("kill", Signal::KILL, "group", child.pid(), 0)
+            }
             _ => {}
         }
     }
@@ -1041,20 +1008,33 @@ impl<'a> Back<'a> {
                 verbose!("the front process is gone: killing {what} at once");
                 self.front_lost()
             }
-            Note::Dropped(sig, from, how) | Note::Trigger(sig, from, how) => {
-                verbose!("received {sig} from pid {from}{how}")
+            Note::Dropped(sig, from, how) => {
+                verbose!("received {sig} from pid {from}{how}");
+                events::signal(sig, from, "dropped", None)
             }
-            Note::StopDelayed(sig, from) => verbose!(
-                "received {sig} from pid {from}: stop delay of {} before it is passed on \
-                 (or at the next stop request)",
-                pgkit::Timeout::After(self.config.stop_delay)
-            ),
+            Note::Trigger(sig, from, how) => {
+                verbose!("received {sig} from pid {from}{how}");
+                events::signal(sig, from, "trigger", None)
+            }
+            Note::StopDelayed(sig, from) => {
+                verbose!(
+                    "received {sig} from pid {from}: stop delay of {} before it is passed on \
+                     (or at the next stop request)",
+                    pgkit::Timeout::After(self.config.stop_delay)
+                );
+                events::signal(sig, from, "trigger", None);
+                self.held_logged = Some(sig);
+            }
             Note::StopRequested => {
                 pgkit::survivors::stop_sent(self.leader_pid());
                 verbose!(
                     "stop requested: COMMAND's tree has {} to exit",
                     self.config.grace
-                )
+                );
+                let sig = self.machine.stop_signal();
+                let to = if self.config.stop_all { "all" } else { "group" };
+                let out = self.config.route.route(sig).unwrap_or(sig);
+                events::sent("stop", out, to, self.leader_pid(), self.grace_ms())
             }
             Note::CommandDone(status, cause) => verbose!(
                 "COMMAND {status}; every descendant is gone; cause: {}",
