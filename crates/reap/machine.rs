@@ -481,18 +481,12 @@ impl Machine {
             self.lost = true;
             self.lost_after = Some(self.stop_at.map(|at| now.saturating_duration_since(at)));
         }
+        self.answered |= event == Event::Answered;
         let stop = |sig| self.params.is_stop_request(sig);
         match (self.phase, event) {
             (_, Event::Signal(sig, _)) if sig == Signal::CHLD => Vec::new(),
             // The last of what counts for the cause: Settle waits for it.
-            (Phase::Settle, Event::Answered) => {
-                self.answered = true;
-                self.on(Event::Drained, now)
-            }
-            (_, Event::Answered) => {
-                self.answered = true;
-                Vec::new()
-            }
+            (Phase::Settle, Event::Answered) => self.on(Event::Drained, now),
             // COMMAND has ended, and the front had not answered: a stop
             // request it had by then may have come before the end (a
             // paused front hands it over late), and counts.
@@ -513,11 +507,11 @@ impl Machine {
             // cleanup, as if killed at once (what a COMMAND started a moment
             // earlier would have become).
             (Phase::Start, Event::Drained) if self.lost => {
-                let mut actions = vec![Action::Say(Note::Line(
-                    "the front process is gone before COMMAND started: not starting it",
-                ))];
-                actions.extend(self.command_done(Status::Signaled(Signal::KILL)));
-                actions
+                let line = "the front process is gone before COMMAND started: not starting it";
+                self.command_done(
+                    vec![Action::Say(Note::Line(line))],
+                    Status::Signaled(Signal::KILL),
+                )
             }
             (Phase::Start, Event::Drained) => vec![Action::StartCommand],
             (Phase::Start, Event::CommandStarted) => {
@@ -529,7 +523,7 @@ impl Machine {
                 actions
             }
             (Phase::Start, Event::CommandStartFailed(code)) => {
-                self.command_done(Status::Exited(code))
+                self.command_done(Vec::new(), Status::Exited(code))
             }
             (Phase::Run(_), Event::Signal(sig, from)) => {
                 let mut actions = Vec::new();
@@ -621,17 +615,15 @@ impl Machine {
                 Stage::Kill => vec![Action::KillNewcomers],
                 Stage::Wait => Vec::new(),
             },
-            (Phase::Sweep(_, true), Event::TreeEmpty) => self.command_done(self.command()),
+            (Phase::Sweep(_, true), Event::TreeEmpty) => {
+                self.command_done(Vec::new(), self.command())
+            }
+            // The cleanup's sweep: it exited, or timed out.
             (Phase::Sweep(..), Event::TreeEmpty) => {
-                let result = self.cleanup_result();
-                let mut actions: Vec<Action> = result
-                    .map(|r| {
-                        let said = self.timed_out || self.takeover || r == Status::Exited(0);
-                        Action::Say(Note::CleanupResult(r, !said))
-                    })
-                    .into_iter()
-                    .collect();
-                actions.extend(self.finish(result));
+                let r = self.cleanup_result().unwrap_or(CLEANUP_TIMED_OUT);
+                let said = self.timed_out || self.takeover || r == Status::Exited(0);
+                let mut actions = vec![Action::Say(Note::CleanupResult(r, !said))];
+                actions.extend(self.finish(Some(r)));
                 actions
             }
             (Phase::Settle, Event::Drained) if !self.awaiting() => {
@@ -775,23 +767,19 @@ impl Machine {
     }
 
     /// COMMAND and its tree are gone (or COMMAND never started).
-    fn command_done(&mut self, status: Status) -> Vec<Action> {
+    fn command_done(&mut self, mut actions: Vec<Action>, status: Status) -> Vec<Action> {
         self.phase = Phase::Settle;
         // Reported once: when COMMAND's exit was seen while it ran, that
         // report said it.
-        let reported = self.reported == Some(status);
+        if self.reported != Some(status) {
+            actions.push(Action::ReportStatus(status));
+        }
         self.command = Some(status);
-        let mut actions: Vec<Action> = (!reported)
-            .then_some(Action::ReportStatus(status))
-            .into_iter()
-            .collect();
-        // Signals read before COMMAND could be started, never passed on.
-        let held = std::mem::take(&mut self.held);
-        actions.extend(
-            held.into_iter()
-                .filter(|&(sig, _)| sig != Signal::CHLD)
-                .map(|(sig, from)| Action::Say(Note::Dropped(sig, from, ": not passed on"))),
-        );
+        // Signals read before COMMAND could be started (never SIGCHLD),
+        // never passed on.
+        for (sig, from) in std::mem::take(&mut self.held) {
+            actions.push(Action::Say(Note::Dropped(sig, from, ": not passed on")));
+        }
         actions
     }
 

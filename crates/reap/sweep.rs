@@ -178,7 +178,8 @@ impl Sweeper {
     /// `pinned` is COMMAND or the cleanup, when still unreaped. Returns
     /// how many processes got it (1 where they cannot be counted).
     pub fn round(&mut self, sig: Signal, pinned: Option<&Child>) -> usize {
-        if self.finder() == Finder::Cgroup {
+        let finder = self.finder();
+        if finder == Finder::Cgroup {
             return self.cgroup_round(sig);
         }
         // Our one child the pinned process, exited, or no child at all:
@@ -194,45 +195,40 @@ impl Sweeper {
                 return 0;
             }
         }
-        match self.finder() {
-            Finder::Cgroup => self.cgroup_round(sig),
-            Finder::Proc => self.proc_round(sig),
-            Finder::Namespace => {
-                self.warn_once("signalling every process of the PID namespace instead");
-                match descend::signal_namespace(sig) {
-                    Ok(()) => verbose!("sent {sig} to every process of the namespace"),
-                    Err(e) => pgkit::warn!("unable to send {sig} to the namespace: {e}"),
-                }
-                if sig != Signal::KILL {
-                    let _ = descend::signal_namespace(Signal::CONT);
-                }
-                1
-            }
-            Finder::Group => {
-                self.warn_once(
-                    "only COMMAND's process group can be signalled; other leftovers are waited for",
-                );
-                if let Some(child) = pinned.filter(|c| !c.is_reaped()) {
-                    match child.signal(Target::Group, sig) {
-                        Ok(()) => verbose!("sent {sig} to group {}", child.pid()),
-                        Err(e) => verbose!("unable to send {sig} to group {}: {e}", child.pid()),
-                    }
-                    if sig != Signal::KILL {
-                        let _ = child.signal(Target::Group, Signal::CONT);
-                    }
-                    return 1;
-                }
-                0
-            }
+        if finder == Finder::Proc {
+            return self.proc_round(sig);
         }
+        // No /proc: as PID 1, kill(-1) reaches exactly the namespace; else
+        // COMMAND's group, while its leader is pinned.
+        let pid1 = finder == Finder::Namespace;
+        self.warn_once(if pid1 {
+            "signalling every process of the PID namespace instead"
+        } else {
+            "only COMMAND's process group can be signalled; other leftovers are waited for"
+        });
+        let (to, send): (String, &dyn Fn(Signal) -> std::io::Result<()>) = match pinned {
+            _ if pid1 => (
+                "every process of the namespace".into(),
+                &descend::signal_namespace,
+            ),
+            Some(c) if !c.is_reaped() => (format!("group {}", c.pid()), &|s| {
+                c.signal(Target::Group, s)
+            }),
+            _ => return 0,
+        };
+        match send(sig) {
+            Ok(()) => verbose!("sent {sig} to {to}"),
+            Err(e) => pgkit::warn!("unable to send {sig} to {to}: {e}"),
+        }
+        if sig != Signal::KILL {
+            let _ = send(Signal::CONT);
+        }
+        1
     }
 
     /// `--cgroup`: `sig` to every member not signalled in this stage; KILL
     /// to all at once.
     fn cgroup_round(&mut self, sig: Signal) -> usize {
-        if self.cgroup.is_none() {
-            return 0;
-        }
         // An inner reap in the cgroup: what it guards stays out of this
         // stage (as marked), and KILL goes member by member.
         let (guarded, walked) = self.cgroup_guarded();
@@ -384,7 +380,7 @@ impl Sweeper {
     /// `group` (COMMAND's, which got it from the forward). Where the tree
     /// cannot be walked, COMMAND's group is all that can be reached.
     pub fn stop_all(&mut self, sig: Signal, group: i32) {
-        if self.finder() == Finder::Cgroup && self.cgroup.is_some() {
+        if self.finder() == Finder::Cgroup {
             let (guarded, _) = self.cgroup_guarded();
             if let Some(cg) = self.cgroup.as_ref() {
                 // COMMAND's group got it already: only the members outside it.
