@@ -303,7 +303,7 @@ impl Machine {
         if running {
             actions.push(Action::KillGroup);
         }
-        let actions = m.sweep(actions, Stage::Kill, true);
+        m.sweep(Stage::Kill, true, &mut actions);
         (m, actions)
     }
 
@@ -470,13 +470,15 @@ impl Machine {
     /// unstarted by `on_into` starts no later than this, and one this
     /// event starts starts `now`.
     pub fn on(&mut self, event: Event, now: Instant) -> Vec<Action> {
+        let mut out = Vec::new();
         self.sent(|| now);
-        let actions = self.step(event, now);
+        self.step(event, now, &mut out);
         self.sent(|| now);
-        actions
+        out
     }
 
-    fn step(&mut self, event: Event, now: Instant) -> Vec<Action> {
+    fn step(&mut self, event: Event, now: Instant, out: &mut Vec<Action>) {
+        use Action::*;
         if event == Event::FrontLost && !self.lost {
             self.lost = true;
             self.lost_after = Some(self.stop_at.map(|at| now.saturating_duration_since(at)));
@@ -484,9 +486,9 @@ impl Machine {
         self.answered |= event == Event::Answered;
         let stop = |sig| self.params.is_stop_request(sig);
         match (self.phase, event) {
-            (_, Event::Signal(sig, _)) if sig == Signal::CHLD => Vec::new(),
+            (_, Event::Signal(sig, _)) if sig == Signal::CHLD => {}
             // The last of what counts for the cause: Settle waits for it.
-            (Phase::Settle, Event::Answered) => self.on(Event::Drained, now),
+            (Phase::Settle, Event::Answered) => self.step(Event::Drained, now, out),
             // COMMAND has ended, and the front had not answered: a stop
             // request it had by then may have come before the end (a
             // paused front hands it over late), and counts.
@@ -496,46 +498,32 @@ impl Machine {
             ) if self.awaiting() && !self.cancel && stop(sig) => {
                 self.cancel = true;
                 self.mark_stop();
-                vec![Action::Say(Note::Trigger(sig, from, ", a stop request the front had when COMMAND ended: not passed on; REAP_CAUSE=cancel"))]
+                out.push(Say(Note::Trigger(sig, from, ", a stop request the front had when COMMAND ended: not passed on; REAP_CAUSE=cancel")));
             }
-            (Phase::Start, Event::Signal(sig, from)) => {
-                self.held.push((sig, from));
-                Vec::new()
-            }
+            (Phase::Start, Event::Signal(sig, from)) => self.held.push((sig, from)),
             // A front already gone (its group SIGKILLed right after the
             // start): starting COMMAND now would only be to kill it. For the
             // cleanup, as if killed at once (what a COMMAND started a moment
             // earlier would have become).
             (Phase::Start, Event::Drained) if self.lost => {
                 let line = "the front process is gone before COMMAND started: not starting it";
-                self.command_done(
-                    vec![Action::Say(Note::Line(line))],
-                    Status::Signaled(Signal::KILL),
-                )
+                out.push(Say(Note::Line(line)));
+                self.command_done(Status::Signaled(Signal::KILL), out);
             }
-            (Phase::Start, Event::Drained) => vec![Action::StartCommand],
+            (Phase::Start, Event::Drained) => out.push(StartCommand),
             (Phase::Start, Event::CommandStarted) => {
                 self.phase = Phase::Run(None);
-                let mut actions = Vec::new();
                 for (sig, from) in std::mem::take(&mut self.held) {
-                    self.pass_on(sig, from, &mut actions);
+                    self.pass_on(sig, from, out);
                 }
-                actions
             }
             (Phase::Start, Event::CommandStartFailed(code)) => {
-                self.command_done(Vec::new(), Status::Exited(code))
+                self.command_done(Status::Exited(code), out)
             }
-            (Phase::Run(_), Event::Signal(sig, from)) => {
-                let mut actions = Vec::new();
-                self.pass_on(sig, from, &mut actions);
-                actions
-            }
+            (Phase::Run(_), Event::Signal(sig, from)) => self.pass_on(sig, from, out),
             (Phase::Run(_), Event::FrontLost) => {
-                let actions = vec![
-                    Action::Say(Note::Cut("COMMAND's tree")),
-                    Action::ReleaseTerminal,
-                ];
-                self.sweep(actions, Stage::Kill, true)
+                out.extend([Say(Note::Cut("COMMAND's tree")), ReleaseTerminal]);
+                self.sweep(Stage::Kill, true, out);
             }
             (Phase::Run(deadline), Event::CommandExited(status)) => {
                 self.command = Some(status);
@@ -551,39 +539,27 @@ impl Machine {
                 // The front learns it now, not only once the sweep is
                 // over: a back killed during the sweep leaves the front a
                 // cleanup to run with COMMAND's real REAP_STATUS.
-                let actions = vec![Action::ReportStatus(status), Action::ReleaseTerminal];
-                self.sweep(actions, stage, true)
+                out.extend([ReportStatus(status), ReleaseTerminal]);
+                self.sweep(stage, true, out);
             }
-            (Phase::Run(_), Event::DeadlinePassed) if self.delayed.is_some() => {
-                let mut actions = Vec::new();
-                self.release(&mut actions);
-                actions
-            }
+            (Phase::Run(_), Event::DeadlinePassed) if self.delayed.is_some() => self.release(out),
             (Phase::Run(_), Event::DeadlinePassed) => {
-                let actions = vec![
-                    Action::NameSurvivors(self.stop_sig),
-                    Action::Say(Note::Line("grace over: killing COMMAND's tree")),
-                    Action::ReleaseTerminal,
-                ];
-                self.sweep(actions, Stage::Kill, true)
+                let line = Say(Note::Line("grace over: killing COMMAND's tree"));
+                out.extend([NameSurvivors(self.stop_sig), line, ReleaseTerminal]);
+                self.sweep(Stage::Kill, true, out);
             }
-            (Phase::Sweep(stage, true), Event::FrontLost) if stage != Stage::Kill => self.sweep(
-                vec![Action::Say(Note::Cut("every descendant"))],
-                Stage::Kill,
-                true,
-            ),
+            (Phase::Sweep(stage, true), Event::FrontLost) if stage != Stage::Kill => {
+                out.push(Say(Note::Cut("every descendant")));
+                self.sweep(Stage::Kill, true, out);
+            }
             (Phase::Sweep(Stage::Wait, true), Event::Signal(sig, from)) if stop(sig) => {
                 self.cancel = true;
                 self.mark_stop();
-                let actions = vec![Action::Say(Note::Trigger(
-                    sig,
-                    from,
-                    ": stopping the leftovers",
-                ))];
-                self.sweep(actions, Stage::Stop(self.grace_from(now)), true)
+                out.push(Say(Note::Trigger(sig, from, ": stopping the leftovers")));
+                self.sweep(Stage::Stop(self.grace_from(now)), true, out);
             }
             (Phase::Sweep(..) | Phase::Settle, Event::Signal(sig, from)) => {
-                vec![Action::Say(Note::Dropped(sig, from, ": not passed on"))]
+                out.push(Say(Note::Dropped(sig, from, ": not passed on")))
             }
             (Phase::Sweep(stage, for_command), Event::LeaderExited { status, pin }) => {
                 if for_command {
@@ -593,71 +569,57 @@ impl Machine {
                 }
                 // The leader stays pinned only while its group is how
                 // leftovers are reached, and until the group got its KILL.
-                if pin && matches!(stage, Stage::Stop(Some(_))) {
-                    Vec::new()
-                } else {
-                    vec![Action::ReapLeader]
+                if !pin || !matches!(stage, Stage::Stop(Some(_))) {
+                    out.push(ReapLeader);
                 }
             }
             (Phase::Sweep(_, for_command), Event::DeadlinePassed) => {
-                let actions = vec![
-                    Action::NameSurvivors(self.params.signal),
-                    Action::Say(Note::Line("grace over: killing every descendant left")),
-                ];
-                self.sweep(actions, Stage::Kill, for_command)
+                let line = Say(Note::Line("grace over: killing every descendant left"));
+                out.extend([NameSurvivors(self.params.signal), line]);
+                self.sweep(Stage::Kill, for_command, out);
             }
             // The whole tree again on every wake of the stop stage, not
             // only our direct children: a process that ignores the stop
             // signal may have forked since the last walk, and its child is
             // not ours (it has a live parent).
-            (Phase::Sweep(stage, _), Event::TreeRemains) => match stage {
-                Stage::Stop(_) => vec![Action::Rewalk(self.params.signal)],
-                Stage::Kill => vec![Action::KillNewcomers],
-                Stage::Wait => Vec::new(),
-            },
-            (Phase::Sweep(_, true), Event::TreeEmpty) => {
-                self.command_done(Vec::new(), self.command())
+            (Phase::Sweep(Stage::Stop(_), _), Event::TreeRemains) => {
+                out.push(Rewalk(self.params.signal))
             }
+            (Phase::Sweep(Stage::Kill, _), Event::TreeRemains) => out.push(KillNewcomers),
+            (Phase::Sweep(_, true), Event::TreeEmpty) => self.command_done(self.command(), out),
             // The cleanup's sweep: it exited, or timed out.
             (Phase::Sweep(..), Event::TreeEmpty) => {
                 let r = self.cleanup_result().unwrap_or(CLEANUP_TIMED_OUT);
                 let said = self.timed_out || self.takeover || r == Status::Exited(0);
-                let mut actions = vec![Action::Say(Note::CleanupResult(r, !said))];
-                actions.extend(self.finish(Some(r)));
-                actions
+                out.push(Say(Note::CleanupResult(r, !said)));
+                self.finish(Some(r), out);
             }
             (Phase::Settle, Event::Drained) if !self.awaiting() => {
                 let (status, cause) = (self.command(), self.cause());
-                let mut actions = vec![Action::Say(Note::CommandDone(status, cause))];
+                out.push(Say(Note::CommandDone(status, cause)));
                 if !self.params.cleanup {
-                    actions.extend(self.finish(None));
+                    self.finish(None, out);
                 } else if self.params.exec_cleanup {
-                    actions.push(Action::ExecCleanup(cleanup_env(status, cause)));
+                    out.push(ExecCleanup(cleanup_env(status, cause)));
                 } else {
-                    actions.push(Action::StartCleanup(cleanup_env(status, cause)));
+                    out.push(StartCleanup(cleanup_env(status, cause)));
                 }
-                actions
             }
             (Phase::Settle, Event::CleanupStarted) => {
                 let deadline = self.params.cleanup_timeout.and_then(|d| now.checked_add(d));
                 self.phase = Phase::Cleanup(deadline);
-                Vec::new()
             }
             (Phase::Settle, Event::CleanupStartFailed(code)) => {
                 self.cleanup = Some(Status::Exited(code));
-                self.finish(Some(Status::Exited(code)))
+                self.finish(Some(Status::Exited(code)), out);
             }
             (Phase::Cleanup(_), Event::FrontLost) => {
-                vec![Action::Say(Note::Line(
-                    "the front process is gone; the cleanup goes on",
-                ))]
+                let line = "the front process is gone; the cleanup goes on";
+                out.push(Say(Note::Line(line)));
             }
             (Phase::Cleanup(_), Event::Signal(sig, from)) => {
-                vec![Action::Say(Note::Dropped(
-                    sig,
-                    from,
-                    " during the cleanup: not passed on",
-                ))]
+                let how = " during the cleanup: not passed on";
+                out.push(Say(Note::Dropped(sig, from, how)));
             }
             (Phase::Cleanup(_), Event::CleanupExited(status)) => {
                 self.cleanup = Some(status);
@@ -666,15 +628,15 @@ impl Machine {
                 } else {
                     Stage::Stop(self.grace_from(now))
                 };
-                self.sweep(Vec::new(), stage, false)
+                self.sweep(stage, false, out);
             }
             (Phase::Cleanup(_), Event::DeadlinePassed) => {
                 self.timed_out = true;
-                let actions = vec![Action::Say(Note::CleanupTimedOut)];
-                self.sweep(actions, Stage::Stop(self.grace_from(now)), false)
+                out.push(Say(Note::CleanupTimedOut));
+                self.sweep(Stage::Stop(self.grace_from(now)), false, out);
             }
             // Anything else changes nothing (Done: everything).
-            _ => Vec::new(),
+            _ => {}
         }
     }
 
@@ -752,49 +714,48 @@ impl Machine {
         self.stop_request(sig, from, actions);
     }
 
-    /// Enter a sweep at `stage`: `actions`, then the sweep's first.
-    fn sweep(&mut self, mut actions: Vec<Action>, stage: Stage, for_command: bool) -> Vec<Action> {
+    /// Enter a sweep at `stage`: its first action.
+    fn sweep(&mut self, stage: Stage, for_command: bool, out: &mut Vec<Action>) {
         self.delayed = None;
         self.phase = Phase::Sweep(stage, for_command);
-        actions.push(match stage {
+        out.push(match stage {
             Stage::Wait => {
                 Action::Say(Note::Line("waiting for leftovers to exit (--keep-orphans)"))
             }
             Stage::Stop(_) => Action::Sweep(self.params.signal),
             Stage::Kill => Action::Sweep(Signal::KILL),
         });
-        actions
     }
 
     /// COMMAND and its tree are gone (or COMMAND never started).
-    fn command_done(&mut self, mut actions: Vec<Action>, status: Status) -> Vec<Action> {
+    fn command_done(&mut self, status: Status, out: &mut Vec<Action>) {
         self.phase = Phase::Settle;
         // Reported once: when COMMAND's exit was seen while it ran, that
         // report said it.
         if self.reported != Some(status) {
-            actions.push(Action::ReportStatus(status));
+            out.push(Action::ReportStatus(status));
         }
         self.command = Some(status);
         // Signals read before COMMAND could be started (never SIGCHLD),
         // never passed on.
         for (sig, from) in std::mem::take(&mut self.held) {
-            actions.push(Action::Say(Note::Dropped(sig, from, ": not passed on")));
+            out.push(Action::Say(Note::Dropped(sig, from, ": not passed on")));
         }
-        actions
     }
 
     /// The final status: COMMAND's, or the cleanup's if COMMAND succeeded
     /// and the cleanup failed.
-    fn finish(&mut self, cleanup: Option<Status>) -> Vec<Action> {
+    fn finish(&mut self, cleanup: Option<Status>, out: &mut Vec<Action>) {
         let last = final_status(self.command(), cleanup, self.params.successes);
         self.phase = Phase::Done;
         if self.takeover {
             // The front that took over exits 125 (reap failed to keep its
             // subreaper process), whatever COMMAND and the cleanup did:
             // the event log says the status reap exits with.
-            return vec![Action::Exit(Status::Exited(pgkit::error::TOOL_FAILED))];
+            out.push(Action::Exit(Status::Exited(pgkit::error::TOOL_FAILED)));
+        } else {
+            out.extend([Action::Say(Note::Exiting(last)), Action::Exit(last)]);
         }
-        vec![Action::Say(Note::Exiting(last)), Action::Exit(last)]
     }
 
     fn grace_from(&self, now: Instant) -> Option<Instant> {
