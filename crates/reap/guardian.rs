@@ -25,9 +25,10 @@
 //! - Back to front, in the order of the run: COMMAND's pid; each stop of
 //!   COMMAND by the terminal (the front stops the same way, then passes its
 //!   CONT on); COMMAND's status (which asks for the answer); the cleanup's
-//!   cause, its start time and its pid; `STOPPING=1` and the stop timeout's
-//!   extensions, for the front to send on; last, "finished", with the status
-//!   the back exits with (none: it became the cleanup, whose end is reap's).
+//!   cause, its start time (the front sends `STOPPING=1` on) and its pid;
+//!   the stop timeout's extensions, for the front to send on; last,
+//!   "finished", with the status the back exits with (none: it became the
+//!   cleanup, whose end is reap's; `STOPPING=1` then too).
 //!
 //! The back fixes REAP_CAUSE only once the front has answered, or is gone:
 //! a stop request that reached a paused front before COMMAND ended still
@@ -75,7 +76,6 @@ const CAUSE: i32 = 4;
 /// The cleanup is about to be spawned: its start on CLOCK_MONOTONIC, in ms.
 const STARTING: i32 = 5;
 pub const CLEANUP: i32 = 6;
-const STOPPING: i32 = 7;
 /// Extend the unit's stop timeout by the value, in ms.
 const EXTEND: i32 = 8;
 /// The back is about to exit (the value: its status) or exec the cleanup
@@ -194,11 +194,14 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
             front_pid,
             relays: false,
         };
-        let signals = SignalFd::open(caught).map_err(|e| {
-            // The front ends as the back does, without a line of its own.
-            link.finished(Some(Status::Exited(TOOL_FAILED)));
-            Error::sys("open a signalfd", e)
-        })?;
+        // Not inherited through the fork. Refused, the front ends as the
+        // back does, without a line of its own.
+        let signals = (SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e)))
+            .and_then(|s| {
+                reap::become_subreaper().map_err(|e| Error::sys("become a child subreaper", e))?;
+                Ok(s)
+            })
+            .inspect_err(|_| link.finished(Some(Status::Exited(TOOL_FAILED))))?;
         // A signal pending now was sent to the front's group before we left
         // it: the front got it too and hands it over, so taken here as well
         // it would reach COMMAND twice. Signals meant for the back alone
@@ -491,18 +494,18 @@ impl Front {
                     let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
                     stopped |= tty::stop_self(sig) || !background_io;
                 }
-                STOPPING => {
-                    if let Some(relay) = &self.relay {
-                        verbose!("the cleanup starts: STOPPING=1 to the service manager");
-                        relay.send("STOPPING=1");
-                    }
-                }
                 EXTEND => {
                     if let Some(relay) = &self.relay {
                         relay.extend(u64::try_from(value).unwrap_or(0));
                     }
                 }
                 _ => {}
+            }
+            // The cleanup starts, or replaces the back.
+            let starting = kind == STARTING || kind == FINISHED && value == NO_STATUS;
+            if let Some(relay) = self.relay.as_ref().filter(|_| starting) {
+                verbose!("the cleanup starts: STOPPING=1 to the service manager");
+                relay.send("STOPPING=1");
             }
         });
         self.partial = partial;
@@ -531,7 +534,7 @@ pub struct Link {
     pub front_pgid: i32,
     /// The front's pid (the process the supervisor started).
     pub front_pid: i32,
-    /// The front relays COMMAND's notification socket (see [`Link::stopping`]).
+    /// The front relays COMMAND's notification socket (see [`Link::extend`]).
     pub relays: bool,
 }
 
@@ -584,16 +587,6 @@ impl Link {
         self.send(CAUSE, at as i64);
         let now = pgkit::deadline::monotonic_ms();
         self.send(STARTING, i64::try_from(now).unwrap_or(i64::MAX));
-    }
-
-    /// The cleanup starts: the front sends `STOPPING=1` to the service
-    /// manager (it is the unit's main process).
-    pub fn stopping(&self) {
-        // Without a service manager to tell, there is no reason to wake the
-        // front.
-        if self.relays {
-            self.send(STOPPING, 0);
-        }
     }
 
     /// reap needs `ms` more to stop: the front extends the unit's stop

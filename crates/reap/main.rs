@@ -20,7 +20,7 @@ mod terminal;
 
 use guardian::Split;
 use pgkit::startup::{self, Startup};
-use pgkit::{cli, events, exit, log, notify, reap, verbose, Error, SigSet};
+use pgkit::{cli, events, exit, log, notify, reap, verbose, SigSet};
 use phases::{Back, Inbox};
 
 #[cfg(not(test))]
@@ -100,12 +100,6 @@ fn run() -> ! {
                 // removes the socket if the front is killed.
                 back_link.relays = relay.is_some();
                 leftover = relay.take().map(notify::Relay::disown);
-                if let Err(e) = reap::become_subreaper() {
-                    // The front ends as the back does, without a line of
-                    // its own.
-                    back_link.finished(Some(pgkit::Status::Exited(pgkit::error::TOOL_FAILED)));
-                    Error::sys("become a child subreaper", e).exit()
-                }
                 // Before COMMAND exists: an outer graceful's deadline spares
                 // this process (pgkit::guard).
                 back_marks = pgkit::guard::mark(pgkit::guard::Role::Back);

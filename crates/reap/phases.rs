@@ -278,13 +278,12 @@ impl<'a> Back<'a> {
         }
     }
 
-    /// The cleanup starts: `STOPPING=1` to the service manager, sent by the
-    /// front (the unit's main process) or, without one, by this process.
+    /// The cleanup starts: `STOPPING=1` to the service manager, sent by
+    /// this process where it relays (as PID 1, or the front that took
+    /// over); a front sends it as it reads the cleanup's start.
     fn stopping(&self) {
-        match (&self.inbox.front, &self.inbox.relay) {
-            (Some(front), _) => front.stopping(),
-            (None, Some(relay)) => relay.send("STOPPING=1"),
-            (None, None) => {}
+        if let Some(relay) = &self.inbox.relay {
+            relay.send("STOPPING=1");
         }
     }
 
