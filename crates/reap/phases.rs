@@ -23,13 +23,14 @@ use crate::guardian::{BackNews, Link, LostBack};
 use crate::machine::{Action, Env, Event, Machine, Note, Params, Phase};
 use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
-use crate::terminal::Terminal;
+use crate::terminal;
 use pgkit::child::Job;
 use pgkit::notify::{Extension, Leftover, Relay, Service};
 use pgkit::outlet::Outlet;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
+use pgkit::tty::JobControl;
 use pgkit::{descend, events, poll, reap, verbose, Child, Signal, Status, Target};
 use std::collections::BTreeSet;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -190,10 +191,10 @@ pub struct Back<'a> {
     config: &'a Config,
     startup: &'a Startup,
     inbox: Inbox,
-    terminal: Terminal,
+    /// Job control of COMMAND across the split (terminal.rs).
+    jobs: JobControl,
     sweeper: Sweeper,
     machine: Machine,
-    handed_over: bool,
     /// COMMAND, then the cleanup: kept unreaped while its group may be
     /// signalled.
     leader: Option<Child>,
@@ -238,7 +239,7 @@ impl<'a> Back<'a> {
             config,
             startup,
             inbox,
-            terminal: Terminal::new(handed_over, config.foreground),
+            jobs: JobControl::new(handed_over, config.foreground),
             // `--cgroup`: COMMAND starts in this cgroup, and leftovers are
             // what is still in it.
             sweeper: Sweeper::new(cgroup),
@@ -246,7 +247,6 @@ impl<'a> Back<'a> {
                 front,
                 ..Params::of(config)
             }),
-            handed_over,
             leader: None,
             hinted: false,
             cleanup_mark: Default::default(),
@@ -576,9 +576,9 @@ impl<'a> Back<'a> {
         let background_io = |sig| sig == Signal::TTIN || sig == Signal::TTOU;
         match child.poll_job() {
             Some(Job::Stopped(sig)) if command => {
-                self.terminal.on_stop(self.inbox.front.as_ref(), child, sig)
+                terminal::on_stop(&mut self.jobs, self.inbox.front.as_ref(), child, sig)
             }
-            Some(Job::Continued) if command => self.terminal.jobs.continued(),
+            Some(Job::Continued) if command => self.jobs.continued(),
             Some(Job::Stopped(sig)) if !self.hinted && background_io(sig) => {
                 self.hinted = true;
                 pgkit::warn!(
@@ -803,16 +803,16 @@ impl<'a> Back<'a> {
             return;
         };
         match *action {
-            Action::ContinueCommand => self.terminal.on_continue(front, child),
+            Action::ContinueCommand => terminal::on_continue(&mut self.jobs, front, child),
             Action::StopWithTool(sig) => {
-                self.terminal.on_tool_stop(front, child, sig);
+                terminal::on_tool_stop(&mut self.jobs, front, child, sig);
                 events::signal(sig, 0, "job-control", None)
             }
-            Action::ContinueIfStopped if self.terminal.jobs.is_stopped() => {
+            Action::ContinueIfStopped if self.jobs.is_stopped() => {
                 let _ = child.signal(Target::Group, Signal::CONT);
             }
             // While COMMAND is unreaped, its group's id is still its own.
-            Action::ReleaseTerminal => self.terminal.release(front, child),
+            Action::ReleaseTerminal => terminal::release(&mut self.jobs, front, child),
             Action::KillGroup => {
                 match child.signal(Target::Group, Signal::KILL) {
                     Ok(()) => verbose!("sent KILL to group {}", child.pid()),
@@ -841,7 +841,7 @@ impl<'a> Back<'a> {
         let mut spawn = Spawn::new(&self.config.command);
         spawn
             .isolation(Isolation::Group)
-            .foreground(self.handed_over);
+            .foreground(self.jobs.handed_over);
         self.service.command(&mut spawn);
         if let Some(cg) = self.sweeper.cgroup() {
             spawn.cgroup(cg.dir_fd(), cg.procs_fd());
@@ -867,7 +867,7 @@ impl<'a> Back<'a> {
                     (self.sweeper.cgroup())
                         .map(|c| format!(", in cgroup {}", c.path().display()))
                         .unwrap_or_default(),
-                    if self.handed_over {
+                    if self.jobs.handed_over {
                         ", terminal handed over"
                     } else {
                         ""

@@ -13,98 +13,81 @@
 //! [`JobControl`] rules apply as in pgwrap.
 
 use crate::guardian::{Link, STOPPED};
-use pgkit::tty::{self, Foreground, JobControl};
+use pgkit::tty::{self, JobControl};
 use pgkit::{verbose, Child, Signal, Target};
 
-pub struct Terminal {
-    /// Whether COMMAND's group has the terminal, `--foreground`'s
-    /// hand-over when the job comes to the foreground, and whether COMMAND
-    /// is stopped (job control).
-    pub jobs: JobControl,
+/// COMMAND was stopped by `sig`. `front`: the front, when reap is
+/// split in two (so for each call below).
+pub fn on_stop(jobs: &mut JobControl, front: Option<&Link>, child: &Child, sig: Signal) {
+    jobs.mark_stopped();
+    verbose!("COMMAND stopped by {sig}");
+    let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
+    match front {
+        Some(link) if !jobs.handed_over && background_io && jobs.follows_fg => {
+            if tty::foreground_group() == Some(link.front_pgid) {
+                // Brought to the foreground since it started: COMMAND
+                // gets the terminal it asked for.
+                return on_continue(jobs, front, child);
+            }
+            // --foreground in the background: the front stops as
+            // COMMAND did, and `fg` (the front's CONT) hands over.
+            jobs.hint(child.pid(), sig);
+            link.send(STOPPED, sig.raw().into());
+        }
+        Some(front) if jobs.handed_over && tty::is_job_stop(sig) => stop_front(front, child, sig),
+        _ => jobs.on_stop(child, sig),
+    }
 }
 
-impl Terminal {
-    pub fn new(handed_over: bool, mode: Foreground) -> Terminal {
-        Terminal {
-            jobs: JobControl::new(handed_over, mode),
-        }
-    }
+/// reap (the front, or reap itself as PID 1) was stopped from the
+/// terminal: COMMAND's group is stopped first, then the front the same
+/// way, so the shell's whole job stops.
+pub fn on_tool_stop(jobs: &mut JobControl, front: Option<&Link>, child: &Child, sig: Signal) {
+    let Some(front) = front else {
+        return jobs.on_tool_stop(child, sig);
+    };
+    verbose!("received {sig}: stopping COMMAND's group, then the front");
+    let _ = child.signal(Target::Group, Signal::STOP);
+    jobs.mark_stopped();
+    stop_front(front, child, sig)
+}
 
-    /// COMMAND was stopped by `sig`. `front`: the front, when reap is
-    /// split in two (so for each call below).
-    pub fn on_stop(&mut self, front: Option<&Link>, child: &Child, sig: Signal) {
-        self.jobs.mark_stopped();
-        verbose!("COMMAND stopped by {sig}");
-        let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
-        match front {
-            Some(link) if !self.jobs.handed_over && background_io && self.jobs.follows_fg => {
-                if tty::foreground_group() == Some(link.front_pgid) {
-                    // Brought to the foreground since it started: COMMAND
-                    // gets the terminal it asked for.
-                    return self.on_continue(front, child);
-                }
-                // --foreground in the background: the front stops as
-                // COMMAND did, and `fg` (the front's CONT) hands over.
-                self.jobs.hint(child.pid(), sig);
-                link.send(STOPPED, sig.raw().into());
-            }
-            Some(front) if self.jobs.handed_over && tty::is_job_stop(sig) => {
-                stop_front(front, child, sig)
-            }
-            _ => self.jobs.on_stop(child, sig),
-        }
+/// The front was continued (or reap received CONT): continue COMMAND
+/// if it is stopped, with the terminal if the front's group has it.
+pub fn on_continue(jobs: &mut JobControl, front: Option<&Link>, child: &Child) {
+    if !jobs.is_stopped() {
+        return;
     }
-
-    /// reap (the front, or reap itself as PID 1) was stopped from the
-    /// terminal: COMMAND's group is stopped first, then the front the same
-    /// way, so the shell's whole job stops.
-    pub fn on_tool_stop(&mut self, front: Option<&Link>, child: &Child, sig: Signal) {
-        let Some(front) = front else {
-            return self.jobs.on_tool_stop(child, sig);
-        };
-        verbose!("received {sig}: stopping COMMAND's group, then the front");
-        let _ = child.signal(Target::Group, Signal::STOP);
-        self.jobs.mark_stopped();
-        stop_front(front, child, sig)
+    let Some(front) = front else {
+        jobs.on_continue(child);
+        return;
+    };
+    let wants = jobs.handed_over || jobs.follows_fg;
+    if wants && tty::foreground_group() == Some(front.front_pgid) {
+        if tty::give_to(child.pid()).is_ok() && !jobs.handed_over {
+            verbose!("in the foreground now: terminal handed over");
+        }
+        jobs.handed_over = true;
     }
+    verbose!("continuing COMMAND");
+    let _ = child.signal(Target::Group, Signal::CONT);
+}
 
-    /// The front was continued (or reap received CONT): continue COMMAND
-    /// if it is stopped, with the terminal if the front's group has it.
-    pub fn on_continue(&mut self, front: Option<&Link>, child: &Child) {
-        if !self.jobs.is_stopped() {
-            return;
-        }
-        let Some(front) = front else {
-            self.jobs.on_continue(child);
-            return;
-        };
-        let wants = self.jobs.handed_over || self.jobs.follows_fg;
-        if wants && tty::foreground_group() == Some(front.front_pgid) {
-            if tty::give_to(child.pid()).is_ok() && !self.jobs.handed_over {
-                verbose!("in the foreground now: terminal handed over");
-            }
-            self.jobs.handed_over = true;
-        }
-        verbose!("continuing COMMAND");
-        let _ = child.signal(Target::Group, Signal::CONT);
+/// COMMAND is gone: the terminal goes back to the shell's job. Once
+/// only, and only while COMMAND is unreaped: after that its group's id
+/// may belong to a stranger's group, which must keep the terminal.
+pub fn release(jobs: &mut JobControl, front: Option<&Link>, child: &Child) {
+    if !jobs.handed_over || child.is_reaped() {
+        return;
     }
-
-    /// COMMAND is gone: the terminal goes back to the shell's job. Once
-    /// only, and only while COMMAND is unreaped: after that its group's id
-    /// may belong to a stranger's group, which must keep the terminal.
-    pub fn release(&mut self, front: Option<&Link>, child: &Child) {
-        if !self.jobs.handed_over || child.is_reaped() {
-            return;
+    jobs.handed_over = false;
+    let child_pgid = child.pid();
+    match front {
+        Some(front) if tty::foreground_group() == Some(child_pgid) => {
+            let _ = tty::give_to(front.front_pgid);
         }
-        self.jobs.handed_over = false;
-        let child_pgid = child.pid();
-        match front {
-            Some(front) if tty::foreground_group() == Some(child_pgid) => {
-                let _ = tty::give_to(front.front_pgid);
-            }
-            Some(_) => {}
-            None => tty::take_back_from(child_pgid),
-        }
+        Some(_) => {}
+        None => tty::take_back_from(child_pgid),
     }
 }
 
