@@ -153,9 +153,10 @@ pub enum Stage {
     Kill,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Phase {
     /// COMMAND is not started yet.
+    #[default]
     Start,
     /// COMMAND runs; after a stop request, its tree is killed at
     /// `deadline` (`None`: none asked for, or a grace of `inf`).
@@ -225,6 +226,12 @@ impl Params {
 #[derive(Debug)]
 pub struct Machine {
     params: Params,
+    s: State,
+}
+
+/// What the machine knows so far.
+#[derive(Debug, Default)]
+struct State {
     phase: Phase,
     /// Signals read before COMMAND was started.
     held: Vec<(Signal, i32)>,
@@ -233,8 +240,9 @@ pub struct Machine {
     /// `--stop-delay`: the stop request held until the delay ends (the
     /// Run phase's deadline meanwhile).
     delayed: Option<(Signal, i32)>,
-    /// The stop signal COMMAND's tree got, for the survivors' reasons.
-    stop_sig: Signal,
+    /// The stop request COMMAND's tree got, for the survivors' reasons
+    /// (`None`: `--signal`).
+    stop_sig: Option<Signal>,
     /// The front died.
     lost: bool,
     /// The front's loss, as the back saw it: `Some(None)` with no stop
@@ -268,22 +276,7 @@ impl Machine {
     pub fn new(params: Params) -> Machine {
         Machine {
             params,
-            phase: Phase::Start,
-            held: Vec::new(),
-            cancel: false,
-            delayed: None,
-            stop_sig: params.signal,
-            lost: false,
-            lost_after: None,
-            answered: false,
-            command: None,
-            cleanup: None,
-            timed_out: false,
-            takeover: false,
-            reported: None,
-            unstarted: None,
-            stop_at: None,
-            stop_unstarted: false,
+            s: State::default(),
         }
     }
 
@@ -298,7 +291,7 @@ impl Machine {
         running: bool,
     ) -> (Machine, Vec<Action>) {
         let mut m = Machine::taking_over(params, known);
-        m.lost = true;
+        m.s.lost = true;
         let mut actions = vec![Action::ReleaseTerminal];
         if running {
             actions.push(Action::KillGroup);
@@ -320,9 +313,9 @@ impl Machine {
         deadline: Option<Instant>,
     ) -> Machine {
         let mut m = Machine::taking_over(params, command);
-        m.cancel = cause == Some(Cause::Cancel);
-        m.lost = cause.map_or(true, |c| c == Cause::Lost);
-        m.phase = Phase::Cleanup(deadline);
+        m.s.cancel = cause == Some(Cause::Cancel);
+        m.s.lost = cause.map_or(true, |c| c == Cause::Lost);
+        m.s.phase = Phase::Cleanup(deadline);
         m
     }
 
@@ -333,95 +326,95 @@ impl Machine {
             exec_cleanup: false,
             ..params
         });
-        m.takeover = true;
-        m.command = Some(command.unwrap_or(Status::Signaled(Signal::KILL)));
+        m.s.takeover = true;
+        m.s.command = Some(command.unwrap_or(Status::Signaled(Signal::KILL)));
         m
     }
 
     pub fn phase(&self) -> Phase {
-        self.phase
+        self.s.phase
     }
 
     pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+        self.s.phase == Phase::Done
     }
 
     /// COMMAND's status, once known.
     #[cfg(test)]
     pub fn command_status(&self) -> Option<Status> {
-        self.command
+        self.s.command
     }
 
     /// REAP_CAUSE as it stands (final once COMMAND's tree is gone).
     pub fn cause(&self) -> Cause {
-        Cause::of(self.cancel, self.lost, self.command())
+        Cause::of(self.s.cancel, self.s.lost, self.command())
     }
 
     /// COMMAND's status (125 before it is known).
     fn command(&self) -> Status {
-        (self.command).unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
+        (self.s.command).unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
     }
 
     /// The cleanup was stopped at its timeout and not seen exiting yet
     /// (its exit is said once, as it is seen).
     pub fn timed_out_unseen(&self) -> bool {
-        self.timed_out && self.cleanup.is_none()
+        self.s.timed_out && self.s.cleanup.is_none()
     }
 
     /// The cleanup's result as it counts (124 after `--cleanup-timeout`),
     /// once known.
     pub fn cleanup_result(&self) -> Option<Status> {
-        if self.timed_out {
+        if self.s.timed_out {
             Some(CLEANUP_TIMED_OUT)
         } else {
-            self.cleanup
+            self.s.cleanup
         }
     }
 
     /// reap is stopping: a stop request came (and was passed on, or is held
     /// by `--stop-delay`), or the cleanup runs (or its leftovers are swept).
     pub fn stopping(&self) -> bool {
-        self.cancel || matches!(self.phase, Phase::Cleanup(_) | Phase::Sweep(_, false))
+        self.s.cancel || matches!(self.s.phase, Phase::Cleanup(_) | Phase::Sweep(_, false))
     }
 
     /// A front is still to answer (see [`Event::Answered`]).
     fn awaiting(&self) -> bool {
-        self.params.front && !self.answered && !self.lost
+        self.params.front && !self.s.answered && !self.s.lost
     }
 
     /// The stop request that started the grace (`--signal` before one).
     pub fn stop_signal(&self) -> Signal {
-        self.stop_sig
+        self.s.stop_sig.unwrap_or(self.params.signal)
     }
 
     /// The front's loss: `Some(None)` with no stop request before it,
     /// else how long after it.
     pub fn lost_after(&self) -> Option<Option<Duration>> {
-        self.lost_after
+        self.s.lost_after
     }
 
     /// When the first stop request came, if one did.
     pub fn stop_at(&self) -> Option<Instant> {
-        self.stop_at
+        self.s.stop_at
     }
 
     /// The first stop request came: at the moment the actions are carried
     /// out (see [`Machine::sent`]).
     fn mark_stop(&mut self) {
-        self.stop_unstarted |= self.stop_at.is_none();
+        self.s.stop_unstarted |= self.s.stop_at.is_none();
     }
 
     /// COMMAND runs, its deadline `after` from the moment the actions are
     /// carried out (see [`Machine::sent`]; `None`: never).
     fn arm(&mut self, after: Option<Duration>) {
-        self.phase = Phase::Run(None);
-        self.unstarted = after;
+        self.s.phase = Phase::Run(None);
+        self.s.unstarted = after;
     }
 
     /// The next instant at which something happens by itself: the end of
     /// a grace, or the cleanup's timeout.
     pub fn deadline(&self) -> Option<Instant> {
-        match self.phase {
+        match self.s.phase {
             Phase::Run(deadline) | Phase::Cleanup(deadline) => deadline,
             Phase::Sweep(Stage::Stop(deadline), _) => deadline,
             _ => None,
@@ -443,7 +436,7 @@ impl Machine {
     /// and the kill there is no clock to read: where the vDSO cannot serve
     /// `clock_gettime`, each read is a system call.
     pub fn on_into(&mut self, event: Event, now: impl FnOnce() -> Instant, out: &mut Vec<Action>) {
-        match (self.phase, event) {
+        match (self.s.phase, event) {
             (Phase::Run(_), Event::Signal(sig, from)) => self.pass_on(sig, from, out),
             (_, event) => out.extend(self.on(event, now())),
         }
@@ -452,15 +445,15 @@ impl Machine {
     /// The actions of the last event are carried out: a deadline that
     /// counts from then starts at `now` (called only if there is one).
     pub fn sent(&mut self, now: impl FnOnce() -> Instant) {
-        if self.unstarted.is_none() && !self.stop_unstarted {
+        if self.s.unstarted.is_none() && !self.s.stop_unstarted {
             return;
         }
         let now = now();
-        if std::mem::take(&mut self.stop_unstarted) {
-            self.stop_at = Some(now);
+        if std::mem::take(&mut self.s.stop_unstarted) {
+            self.s.stop_at = Some(now);
         }
-        if let Some(after) = self.unstarted.take() {
-            if let Phase::Run(deadline) = &mut self.phase {
+        if let Some(after) = self.s.unstarted.take() {
+            if let Phase::Run(deadline) = &mut self.s.phase {
                 *deadline = now.checked_add(after);
             }
         }
@@ -479,13 +472,13 @@ impl Machine {
 
     fn step(&mut self, event: Event, now: Instant, out: &mut Vec<Action>) {
         use Action::*;
-        if event == Event::FrontLost && !self.lost {
-            self.lost = true;
-            self.lost_after = Some(self.stop_at.map(|at| now.saturating_duration_since(at)));
+        if event == Event::FrontLost && !self.s.lost {
+            self.s.lost = true;
+            self.s.lost_after = Some(self.s.stop_at.map(|at| now.saturating_duration_since(at)));
         }
-        self.answered |= event == Event::Answered;
+        self.s.answered |= event == Event::Answered;
         let stop = |sig| self.params.is_stop_request(sig);
-        match (self.phase, event) {
+        match (self.s.phase, event) {
             (_, Event::Signal(sig, _)) if sig == Signal::CHLD => {}
             // The last of what counts for the cause: Settle waits for it.
             (Phase::Settle, Event::Answered) => self.step(Event::Drained, now, out),
@@ -495,25 +488,25 @@ impl Machine {
             (
                 Phase::Settle | Phase::Sweep(Stage::Stop(_) | Stage::Kill, true),
                 Event::Signal(sig, from),
-            ) if self.awaiting() && !self.cancel && stop(sig) => {
-                self.cancel = true;
+            ) if self.awaiting() && !self.s.cancel && stop(sig) => {
+                self.s.cancel = true;
                 self.mark_stop();
                 out.push(Say(Note::Trigger(sig, from, ", a stop request the front had when COMMAND ended: not passed on; REAP_CAUSE=cancel")));
             }
-            (Phase::Start, Event::Signal(sig, from)) => self.held.push((sig, from)),
+            (Phase::Start, Event::Signal(sig, from)) => self.s.held.push((sig, from)),
             // A front already gone (its group SIGKILLed right after the
             // start): starting COMMAND now would only be to kill it. For the
             // cleanup, as if killed at once (what a COMMAND started a moment
             // earlier would have become).
-            (Phase::Start, Event::Drained) if self.lost => {
+            (Phase::Start, Event::Drained) if self.s.lost => {
                 let line = "the front process is gone before COMMAND started: not starting it";
                 out.push(Say(Note::Line(line)));
                 self.command_done(Status::Signaled(Signal::KILL), out);
             }
             (Phase::Start, Event::Drained) => out.push(StartCommand),
             (Phase::Start, Event::CommandStarted) => {
-                self.phase = Phase::Run(None);
-                for (sig, from) in std::mem::take(&mut self.held) {
+                self.s.phase = Phase::Run(None);
+                for (sig, from) in std::mem::take(&mut self.s.held) {
                     self.pass_on(sig, from, out);
                 }
             }
@@ -526,13 +519,13 @@ impl Machine {
                 self.sweep(Stage::Kill, true, out);
             }
             (Phase::Run(deadline), Event::CommandExited(status)) => {
-                self.command = Some(status);
-                self.reported = Some(status);
+                self.s.command = Some(status);
+                self.s.reported = Some(status);
                 let stage = match deadline {
                     // Within the stop delay: no grace yet, the sweep's own.
-                    _ if self.delayed.is_some() => Stage::Stop(self.grace_from(now)),
+                    _ if self.s.delayed.is_some() => Stage::Stop(self.grace_from(now)),
                     // The grace that the stop request started goes on.
-                    deadline if self.cancel => Stage::Stop(deadline),
+                    deadline if self.s.cancel => Stage::Stop(deadline),
                     _ if self.params.keep_orphans => Stage::Wait,
                     _ => Stage::Stop(self.grace_from(now)),
                 };
@@ -542,10 +535,10 @@ impl Machine {
                 out.extend([ReportStatus(status), ReleaseTerminal]);
                 self.sweep(stage, true, out);
             }
-            (Phase::Run(_), Event::DeadlinePassed) if self.delayed.is_some() => self.release(out),
+            (Phase::Run(_), Event::DeadlinePassed) if self.s.delayed.is_some() => self.release(out),
             (Phase::Run(_), Event::DeadlinePassed) => {
                 let line = Say(Note::Line("grace over: killing COMMAND's tree"));
-                out.extend([NameSurvivors(self.stop_sig), line, ReleaseTerminal]);
+                out.extend([NameSurvivors(self.stop_signal()), line, ReleaseTerminal]);
                 self.sweep(Stage::Kill, true, out);
             }
             (Phase::Sweep(stage, true), Event::FrontLost) if stage != Stage::Kill => {
@@ -553,7 +546,7 @@ impl Machine {
                 self.sweep(Stage::Kill, true, out);
             }
             (Phase::Sweep(Stage::Wait, true), Event::Signal(sig, from)) if stop(sig) => {
-                self.cancel = true;
+                self.s.cancel = true;
                 self.mark_stop();
                 out.push(Say(Note::Trigger(sig, from, ": stopping the leftovers")));
                 self.sweep(Stage::Stop(self.grace_from(now)), true, out);
@@ -563,9 +556,9 @@ impl Machine {
             }
             (Phase::Sweep(stage, for_command), Event::LeaderExited { status, pin }) => {
                 if for_command {
-                    self.command = Some(status);
+                    self.s.command = Some(status);
                 } else {
-                    self.cleanup = Some(status);
+                    self.s.cleanup = Some(status);
                 }
                 // The leader stays pinned only while its group is how
                 // leftovers are reached, and until the group got its KILL.
@@ -590,7 +583,7 @@ impl Machine {
             // The cleanup's sweep: it exited, or timed out.
             (Phase::Sweep(..), Event::TreeEmpty) => {
                 let r = self.cleanup_result().unwrap_or(CLEANUP_TIMED_OUT);
-                let said = self.timed_out || self.takeover || r == Status::Exited(0);
+                let said = self.s.timed_out || self.s.takeover || r == Status::Exited(0);
                 out.push(Say(Note::CleanupResult(r, !said)));
                 self.finish(Some(r), out);
             }
@@ -607,10 +600,10 @@ impl Machine {
             }
             (Phase::Settle, Event::CleanupStarted) => {
                 let deadline = self.params.cleanup_timeout.and_then(|d| now.checked_add(d));
-                self.phase = Phase::Cleanup(deadline);
+                self.s.phase = Phase::Cleanup(deadline);
             }
             (Phase::Settle, Event::CleanupStartFailed(code)) => {
-                self.cleanup = Some(Status::Exited(code));
+                self.s.cleanup = Some(Status::Exited(code));
                 self.finish(Some(Status::Exited(code)), out);
             }
             (Phase::Cleanup(_), Event::FrontLost) => {
@@ -622,7 +615,7 @@ impl Machine {
                 out.push(Say(Note::Dropped(sig, from, how)));
             }
             (Phase::Cleanup(_), Event::CleanupExited(status)) => {
-                self.cleanup = Some(status);
+                self.s.cleanup = Some(status);
                 let stage = if self.params.keep_orphans {
                     Stage::Wait
                 } else {
@@ -631,7 +624,7 @@ impl Machine {
                 self.sweep(stage, false, out);
             }
             (Phase::Cleanup(_), Event::DeadlinePassed) => {
-                self.timed_out = true;
+                self.s.timed_out = true;
                 out.push(Say(Note::CleanupTimedOut));
                 self.sweep(Stage::Stop(self.grace_from(now)), false, out);
             }
@@ -664,7 +657,7 @@ impl Machine {
             actions.push(Action::Forward(sig, from));
             return;
         }
-        if self.delayed.is_some() {
+        if self.s.delayed.is_some() {
             // A second stop request ends the delay at once.
             actions.push(Action::Say(Note::Trigger(
                 sig,
@@ -674,10 +667,10 @@ impl Machine {
             self.release(actions);
             return;
         }
-        if let Some(delay) = self.params.stop_delay.filter(|_| !self.cancel) {
-            self.cancel = true;
+        if let Some(delay) = self.params.stop_delay.filter(|_| !self.s.cancel) {
+            self.s.cancel = true;
             self.mark_stop();
-            self.delayed = Some((sig, from));
+            self.s.delayed = Some((sig, from));
             self.arm(Some(delay));
             actions.push(Action::Say(Note::StopDelayed(sig, from)));
             return;
@@ -692,10 +685,10 @@ impl Machine {
         if self.params.stop_all {
             actions.push(Action::StopAll(sig));
         }
-        if !self.cancel {
-            self.cancel = true;
+        if !self.s.cancel {
+            self.s.cancel = true;
             self.mark_stop();
-            self.stop_sig = sig;
+            self.s.stop_sig = Some(sig);
             self.arm(self.params.grace);
             actions.push(Action::Say(Note::StopRequested));
         }
@@ -706,18 +699,18 @@ impl Machine {
     /// The stop delay is over (or cut short): the held stop request is
     /// passed on, and the grace starts now.
     fn release(&mut self, actions: &mut Vec<Action>) {
-        let Some((sig, from)) = self.delayed.take() else {
+        let Some((sig, from)) = self.s.delayed.take() else {
             return;
         };
-        self.phase = Phase::Run(None);
-        self.cancel = false;
+        self.s.phase = Phase::Run(None);
+        self.s.cancel = false;
         self.stop_request(sig, from, actions);
     }
 
     /// Enter a sweep at `stage`: its first action.
     fn sweep(&mut self, stage: Stage, for_command: bool, out: &mut Vec<Action>) {
-        self.delayed = None;
-        self.phase = Phase::Sweep(stage, for_command);
+        self.s.delayed = None;
+        self.s.phase = Phase::Sweep(stage, for_command);
         out.push(match stage {
             Stage::Wait => {
                 Action::Say(Note::Line("waiting for leftovers to exit (--keep-orphans)"))
@@ -729,16 +722,16 @@ impl Machine {
 
     /// COMMAND and its tree are gone (or COMMAND never started).
     fn command_done(&mut self, status: Status, out: &mut Vec<Action>) {
-        self.phase = Phase::Settle;
+        self.s.phase = Phase::Settle;
         // Reported once: when COMMAND's exit was seen while it ran, that
         // report said it.
-        if self.reported != Some(status) {
+        if self.s.reported != Some(status) {
             out.push(Action::ReportStatus(status));
         }
-        self.command = Some(status);
+        self.s.command = Some(status);
         // Signals read before COMMAND could be started (never SIGCHLD),
         // never passed on.
-        for (sig, from) in std::mem::take(&mut self.held) {
+        for (sig, from) in std::mem::take(&mut self.s.held) {
             out.push(Action::Say(Note::Dropped(sig, from, ": not passed on")));
         }
     }
@@ -747,8 +740,8 @@ impl Machine {
     /// and the cleanup failed.
     fn finish(&mut self, cleanup: Option<Status>, out: &mut Vec<Action>) {
         let last = final_status(self.command(), cleanup, self.params.successes);
-        self.phase = Phase::Done;
-        if self.takeover {
+        self.s.phase = Phase::Done;
+        if self.s.takeover {
             // The front that took over exits 125 (reap failed to keep its
             // subreaper process), whatever COMMAND and the cleanup did:
             // the event log says the status reap exits with.

@@ -52,6 +52,7 @@ struct Mark {
     direct: bool,
 }
 
+#[derive(Default)]
 pub struct Sweeper {
     /// Decided at first use, after COMMAND has started: the check reads
     /// `/proc/self/status`, which need not delay COMMAND.
@@ -85,16 +86,9 @@ impl Sweeper {
             cg.notice_removal();
         }
         Sweeper {
-            found: None,
-            marks: BTreeMap::new(),
-            killed: BTreeSet::new(),
-            warned: false,
-            why: None,
             cgroup,
-            members: BTreeSet::new(),
-            escaped: false,
             spare: Spare::new(),
-            round_at: None,
+            ..Default::default()
         }
     }
 
