@@ -635,76 +635,63 @@ impl Machine {
 
     /// What a signal received while COMMAND runs asks for, onto `actions`:
     /// pass it on, or drop it.
-    fn pass_on(&mut self, sig: Signal, from: i32, actions: &mut Vec<Action>) {
-        if sig == Signal::CHLD {
-            return;
-        }
+    fn pass_on(&mut self, sig: Signal, from: i32, out: &mut Vec<Action>) {
+        use Action::*;
         if sig == Signal::CONT {
-            actions.push(Action::ContinueCommand);
+            out.push(ContinueCommand);
         }
         let forwards = self.params.forward.contains(sig);
-        if !forwards && tty::is_job_stop(sig) {
-            actions.push(Action::StopWithTool(sig));
-            return;
-        }
-        if !forwards {
-            if sig != Signal::CONT {
-                actions.push(Action::Say(Note::Dropped(sig, from, ": dropped")));
+        match sig {
+            _ if sig == Signal::CHLD || !forwards && sig == Signal::CONT => {}
+            _ if !forwards && tty::is_job_stop(sig) => out.push(StopWithTool(sig)),
+            _ if !forwards => out.push(Say(Note::Dropped(sig, from, ": dropped"))),
+            _ if !self.params.is_stop_request(sig) => out.push(Forward(sig, from)),
+            _ if self.s.delayed.is_some() => {
+                // A second stop request ends the delay at once.
+                let how = ": a second stop request ends the stop delay";
+                out.push(Say(Note::Trigger(sig, from, how)));
+                self.release(out);
             }
-            return;
+            _ => match self.params.stop_delay.filter(|_| !self.s.cancel) {
+                Some(delay) => {
+                    self.s.cancel = true;
+                    self.mark_stop();
+                    self.s.delayed = Some((sig, from));
+                    self.arm(Some(delay));
+                    out.push(Say(Note::StopDelayed(sig, from)));
+                }
+                None => self.stop_request(sig, from, out),
+            },
         }
-        if !self.params.is_stop_request(sig) {
-            actions.push(Action::Forward(sig, from));
-            return;
-        }
-        if self.s.delayed.is_some() {
-            // A second stop request ends the delay at once.
-            actions.push(Action::Say(Note::Trigger(
-                sig,
-                from,
-                ": a second stop request ends the stop delay",
-            )));
-            self.release(actions);
-            return;
-        }
-        if let Some(delay) = self.params.stop_delay.filter(|_| !self.s.cancel) {
-            self.s.cancel = true;
-            self.mark_stop();
-            self.s.delayed = Some((sig, from));
-            self.arm(Some(delay));
-            actions.push(Action::Say(Note::StopDelayed(sig, from)));
-            return;
-        }
-        self.stop_request(sig, from, actions);
     }
 
     /// A stop request passed on: to COMMAND's group (`--stop-all`: to
     /// every descendant); the first starts the grace.
-    fn stop_request(&mut self, sig: Signal, from: i32, actions: &mut Vec<Action>) {
-        actions.push(Action::Forward(sig, from));
+    fn stop_request(&mut self, sig: Signal, from: i32, out: &mut Vec<Action>) {
+        out.push(Action::Forward(sig, from));
         if self.params.stop_all {
-            actions.push(Action::StopAll(sig));
+            out.push(Action::StopAll(sig));
         }
         if !self.s.cancel {
             self.s.cancel = true;
             self.mark_stop();
             self.s.stop_sig = Some(sig);
             self.arm(self.params.grace);
-            actions.push(Action::Say(Note::StopRequested));
+            out.push(Action::Say(Note::StopRequested));
         }
         // A stopped process acts on nothing but KILL until continued.
-        actions.push(Action::ContinueIfStopped);
+        out.push(Action::ContinueIfStopped);
     }
 
     /// The stop delay is over (or cut short): the held stop request is
     /// passed on, and the grace starts now.
-    fn release(&mut self, actions: &mut Vec<Action>) {
+    fn release(&mut self, out: &mut Vec<Action>) {
         let Some((sig, from)) = self.s.delayed.take() else {
             return;
         };
         self.s.phase = Phase::Run(None);
         self.s.cancel = false;
-        self.stop_request(sig, from, actions);
+        self.stop_request(sig, from, out);
     }
 
     /// Enter a sweep at `stage`: its first action.
