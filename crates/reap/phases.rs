@@ -318,14 +318,11 @@ impl<'a> Back<'a> {
             ),
             None => "with no stop request before it".to_string(),
         };
-        let then = if self.config.cleanup.is_some() {
-            ", then the cleanup runs"
-        } else {
-            ""
-        };
+        let then = (self.config.cleanup.is_some()).then_some(", then the cleanup runs");
         pgkit::warn!(
             "the process the supervisor started (pid {pid}) was killed {when}: COMMAND's tree \
-             is killed at once{then}"
+             is killed at once{}",
+            then.unwrap_or_default()
         );
     }
 
@@ -858,22 +855,16 @@ impl<'a> Back<'a> {
                 self.service.command_started();
                 // The grace's timer, open before any stop signal goes out.
                 poll::open_timer();
+                let pid = child.pid();
                 if let Some(front) = &self.inbox.front {
-                    front.send(crate::guardian::COMMAND, child.pid().into());
+                    front.send(crate::guardian::COMMAND, pid.into());
                 }
-                verbose!(
-                    "started pid {} in a new process group{}{}",
-                    child.pid(),
-                    (self.sweeper.cgroup())
-                        .map(|c| format!(", in cgroup {}", c.path().display()))
-                        .unwrap_or_default(),
-                    if self.jobs.handed_over {
-                        ", terminal handed over"
-                    } else {
-                        ""
-                    }
-                );
-                events::started(child.pid(), child.pid(), pgkit::tty::own_session());
+                let cg = self.sweeper.cgroup().map(|c| c.path().display());
+                let cg = cg.map(|p| format!(", in cgroup {p}")).unwrap_or_default();
+                let tty = (self.jobs.handed_over).then_some(", terminal handed over");
+                let tty = tty.unwrap_or_default();
+                verbose!("started pid {pid} in a new process group{cg}{tty}");
+                events::started(pid, pid, pgkit::tty::own_session());
                 self.leader = Some(child);
                 Event::CommandStarted
             }
@@ -1026,10 +1017,8 @@ impl<'a> Back<'a> {
             }
             Note::StopRequested => {
                 pgkit::survivors::stop_sent(self.leader_pid());
-                verbose!(
-                    "stop requested: COMMAND's tree has {} to exit",
-                    self.config.grace
-                );
+                let grace = self.config.grace;
+                verbose!("stop requested: COMMAND's tree has {grace} to exit");
                 let sig = self.machine.stop_signal();
                 let to = if self.config.stop_all { "all" } else { "group" };
                 let out = self.config.route.route(sig).unwrap_or(sig);
@@ -1039,17 +1028,13 @@ impl<'a> Back<'a> {
                 "COMMAND {status}; every descendant is gone; cause: {}",
                 cause.name()
             ),
-            Note::CleanupTimedOut => {
-                pgkit::warn!(
-                    "the cleanup ran longer than --cleanup-timeout {}: stopping it (status 124)",
-                    self.config.cleanup_timeout
-                )
-            }
+            Note::CleanupTimedOut => pgkit::warn!(
+                "the cleanup ran longer than --cleanup-timeout {}: stopping it (status 124)",
+                self.config.cleanup_timeout
+            ),
             // A failed or killed cleanup is said even without -v (as the
             // survivors are): a CI log must show why reap's status is not 0.
-            Note::CleanupResult(result, true) => {
-                pgkit::warn!("cleanup {}", ended(result))
-            }
+            Note::CleanupResult(result, true) => pgkit::warn!("cleanup {}", ended(result)),
             Note::CleanupResult(result, false) => verbose!("cleanup {}", ended(result)),
             Note::Exiting(last) => verbose!("exiting: {last}"),
         }
