@@ -99,10 +99,7 @@ impl Sweeper {
 
     /// The processes of `tree` an inner reap guards.
     fn guarded(&mut self, tree: &[Proc]) -> BTreeSet<i32> {
-        match self.spare.as_mut() {
-            Some(spare) => spare.guarded(tree),
-            None => BTreeSet::new(),
-        }
+        (self.spare.as_mut()).map_or_else(BTreeSet::new, |spare| spare.guarded(tree))
     }
 
     /// COMMAND's cgroup (`--cgroup`), until it is removed.
@@ -374,19 +371,19 @@ impl Sweeper {
     /// `group` (COMMAND's, which got it from the forward). Where the tree
     /// cannot be walked, COMMAND's group is all that can be reached.
     pub fn stop_all(&mut self, sig: Signal, group: i32) {
-        if self.finder() == Finder::Cgroup {
-            let (guarded, _) = self.cgroup_guarded();
-            if let Some(cg) = self.cgroup.as_ref() {
-                // COMMAND's group got it already: only the members outside it.
-                cg.signal_outside(sig, group, &guarded);
+        let tree = match self.finder() {
+            Finder::Cgroup => {
+                let (guarded, _) = self.cgroup_guarded();
+                if let Some(cg) = self.cgroup.as_ref() {
+                    // COMMAND's group got it already: only the members outside it.
+                    cg.signal_outside(sig, group, &guarded);
+                }
+                return;
             }
-            return;
-        }
-        if self.finder() != Finder::Proc {
-            self.warn_once("--stop-all reaches COMMAND's process group only");
-            return;
-        }
-        let Some(tree) = descend::descendants() else {
+            Finder::Proc => descend::descendants(),
+            _ => return self.warn_once("--stop-all reaches COMMAND's process group only"),
+        };
+        let Some(tree) = tree else {
             return;
         };
         let (live, pids) = self.live(&tree);
@@ -425,19 +422,15 @@ impl Sweeper {
     /// depth the walk did not see). Cheap: one read of our children list,
     /// and a start-time check only for a process first seen deeper down.
     pub fn new_children(&mut self, except: i32) -> bool {
-        if self.finder() == Finder::Cgroup {
+        let children = match self.finder() {
             // The KILL stage: a member is left (forked since the last
             // round, or moved in); those guarded make the round a walk
             // (`cgroup_round`), the others get KILL again. No /proc read.
-            return self
-                .cgroup
-                .as_ref()
-                .is_some_and(|cg| !cg.members().is_empty());
-        }
-        if self.finder() != Finder::Proc {
-            return false;
-        }
-        let Some(children) = descend::children() else {
+            Finder::Cgroup => return self.cgroup().is_some_and(|cg| !cg.members().is_empty()),
+            Finder::Proc => descend::children(),
+            _ => None,
+        };
+        let Some(children) = children else {
             return false;
         };
         let mut new = false;
