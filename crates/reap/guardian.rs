@@ -127,10 +127,8 @@ fn each_record(buf: &mut Vec<u8>, mut f: impl FnMut(i32, i64)) {
     for rec in buf[..whole].chunks_exact(RECORD) {
         let (kind, value) = rec.split_at(4);
         let kind = i32::from_ne_bytes(kind.try_into().unwrap_or_default());
-        f(
-            kind,
-            i64::from_ne_bytes(value.try_into().unwrap_or_default()),
-        );
+        let value = i64::from_ne_bytes(value.try_into().unwrap_or_default());
+        f(kind, value);
     }
     buf.drain(..whole);
 }

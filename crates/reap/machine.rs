@@ -200,7 +200,8 @@ pub struct Params {
 }
 
 impl Params {
-    pub fn of(config: &Config) -> Params {
+    /// `front`: split in two, this is the back.
+    pub fn of(config: &Config, front: bool) -> Params {
         Params {
             forward: config.route.caught(),
             grace: config.grace.duration(),
@@ -212,7 +213,7 @@ impl Params {
             stop_delay: Some(config.stop_delay).filter(|d| !d.is_zero()),
             stop_all: config.stop_all,
             successes: config.successes,
-            front: false,
+            front,
         }
     }
 
@@ -285,50 +286,41 @@ impl Machine {
     /// still runs, and its group gets KILL first), then the cleanup runs
     /// with `REAP_CAUSE=lost`, never in place. `known`: COMMAND's status as
     /// the back reported it. Returns the actions to start with.
-    pub fn take_over(
-        params: Params,
-        known: Option<Status>,
-        running: bool,
-    ) -> (Machine, Vec<Action>) {
-        let mut m = Machine::taking_over(params, known);
-        m.s.lost = true;
+    pub fn take_over(&mut self, known: Option<Status>, running: bool) -> Vec<Action> {
+        self.taking_over(known);
+        self.s.lost = true;
         let mut actions = vec![Action::ReleaseTerminal];
         if running {
             actions.push(Action::KillGroup);
         }
-        m.sweep(Stage::Kill, true, &mut actions);
-        (m, actions)
+        self.sweep(Stage::Kill, true, &mut actions);
+        actions
     }
 
     /// The front's takeover when the back was lost while the cleanup ran:
     /// the cleanup is what reap guarantees, so it is not interrupted. The
-    /// front, its parent now, waits for it until `deadline` (what was left
+    /// front, its parent now, waits for it until `at` (what was left
     /// of `--cleanup-timeout`), then sweeps what it left as the back would
     /// have, and exits 125. `command` and `cause`: COMMAND's status and the
     /// REAP_CAUSE the cleanup was started with, as the back reported them.
     pub fn adopt_cleanup(
-        params: Params,
+        &mut self,
         command: Option<Status>,
         cause: Option<Cause>,
-        deadline: Option<Instant>,
-    ) -> Machine {
-        let mut m = Machine::taking_over(params, command);
-        m.s.cancel = cause == Some(Cause::Cancel);
-        m.s.lost = cause.map_or(true, |c| c == Cause::Lost);
-        m.s.phase = Phase::Cleanup(deadline);
-        m
+        at: Option<Instant>,
+    ) {
+        self.taking_over(command);
+        self.s.cancel = cause == Some(Cause::Cancel);
+        self.s.lost = cause.map_or(true, |c| c == Cause::Lost);
+        self.s.phase = Phase::Cleanup(at);
     }
 
     /// The front's machine, never in place; COMMAND as killed by KILL
     /// where the back had not said its status.
-    fn taking_over(params: Params, command: Option<Status>) -> Machine {
-        let mut m = Machine::new(Params {
-            exec_cleanup: false,
-            ..params
-        });
-        m.s.takeover = true;
-        m.s.command = Some(command.unwrap_or(Status::Signaled(Signal::KILL)));
-        m
+    fn taking_over(&mut self, command: Option<Status>) {
+        self.params.exec_cleanup = false;
+        self.s.takeover = true;
+        self.s.command = Some(command.unwrap_or(Status::Signaled(Signal::KILL)));
     }
 
     pub fn phase(&self) -> Phase {
@@ -364,11 +356,7 @@ impl Machine {
     /// The cleanup's result as it counts (124 after `--cleanup-timeout`),
     /// once known.
     pub fn cleanup_result(&self) -> Option<Status> {
-        if self.s.timed_out {
-            Some(CLEANUP_TIMED_OUT)
-        } else {
-            self.s.cleanup
-        }
+        (self.s.timed_out.then_some(CLEANUP_TIMED_OUT)).or(self.s.cleanup)
     }
 
     /// reap is stopping: a stop request came (and was passed on, or is held
@@ -856,7 +844,7 @@ mod tests {
     #[test]
     fn stop_requests_are_forwarded_stop_signals() {
         let parse = |line: &str| match crate::config::parse(line.split(' ').map(Into::into)) {
-            Ok(pgkit::cli::Parsed::Run(c)) => Params::of(&c),
+            Ok(pgkit::cli::Parsed::Run(c)) => Params::of(&c, false),
             _ => panic!("{line}"),
         };
         let p = parse("cmd");
@@ -1731,7 +1719,8 @@ mod tests {
             exec_cleanup: true,
             ..params()
         };
-        let (mut m, start) = Machine::take_over(p, None, true);
+        let mut m = Machine::new(p);
+        let start = m.take_over(None, true);
         assert_eq!(start, [ReleaseTerminal, KillGroup, Sweep(KILL)]);
         assert_eq!(m.phase(), Phase::Sweep(Stage::Kill, true));
         let killed = Status::Signaled(KILL);
@@ -1774,7 +1763,8 @@ mod tests {
     #[test]
     fn killed_back_the_status_it_reported_is_the_cleanups_reap_status() {
         let t = Instant::now();
-        let (mut m, start) = Machine::take_over(params(), Some(Status::Exited(3)), false);
+        let mut m = Machine::new(params());
+        let start = m.take_over(Some(Status::Exited(3)), false);
         assert_eq!(
             start,
             [ReleaseTerminal, Sweep(KILL)],
@@ -1973,12 +1963,8 @@ mod tests {
     fn a_cleanup_adopted_by_the_front_runs_to_its_end_then_its_leftovers_go() {
         let t = Instant::now();
         let deadline = Some(t + Duration::from_secs(3));
-        let mut m = Machine::adopt_cleanup(
-            params(),
-            Some(Status::Exited(0)),
-            Some(Cause::Cancel),
-            deadline,
-        );
+        let mut m = Machine::new(params());
+        m.adopt_cleanup(Some(Status::Exited(0)), Some(Cause::Cancel), deadline);
         assert_eq!(m.phase(), Phase::Cleanup(deadline));
         assert_eq!(m.cause(), Cause::Cancel, "the cleanup's REAP_CAUSE is kept");
         // Signals meanwhile are logged, never passed on.

@@ -165,13 +165,8 @@ impl Inbox {
         if let Some(outlet) = self.outlet.as_ref().filter(|_| self.relaying) {
             outlet.watch(&mut fds, &mut writable);
         }
-        poll::wait_all(
-            &fds,
-            &writable,
-            cgroup.as_slice(),
-            deadline,
-            &mut self.ready,
-        );
+        let pri = cgroup.as_slice();
+        poll::wait_all(&fds, &writable, pri, deadline, &mut self.ready);
         let ready = &self.ready;
         self.signals_ready = ready.contains(&0);
         self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
@@ -234,7 +229,7 @@ impl<'a> Back<'a> {
         back_marks: pgkit::guard::Marked,
     ) -> Back<'a> {
         // A front answers before the cause is fixed (see guardian.rs).
-        let front = inbox.front.is_some();
+        let params = Params::of(config, inbox.front.is_some());
         Back {
             config,
             startup,
@@ -243,10 +238,7 @@ impl<'a> Back<'a> {
             // `--cgroup`: COMMAND starts in this cgroup, and leftovers are
             // what is still in it.
             sweeper: Sweeper::new(cgroup),
-            machine: Machine::new(Params {
-                front,
-                ..Params::of(config)
-            }),
+            machine: Machine::new(params),
             leader: None,
             hinted: false,
             cleanup_mark: Default::default(),
@@ -372,9 +364,7 @@ impl<'a> Back<'a> {
             .filter(|p| !p.is_zombie())
             .map(|p| (p.pid, p.start))
             .collect();
-        let (machine, start) = Machine::take_over(Params::of(self.config), news.status, running);
-        self.machine = machine;
-        for action in start {
+        for action in self.machine.take_over(news.status, running) {
             self.act(action);
         }
         self.drive(|phase| phase == Phase::Settle);
@@ -407,7 +397,7 @@ impl<'a> Back<'a> {
     /// what happened.
     fn let_cleanup_finish(&mut self, news: BackNews, head: &str, pid: i32) -> String {
         let head = format!("{head} during the cleanup");
-        let deadline = self.config.cleanup_timeout.duration().map(|timeout| {
+        let end = self.config.cleanup_timeout.duration().map(|timeout| {
             let ran = news
                 .cleanup_at_ms
                 .map_or(0, |at| pgkit::deadline::monotonic_ms().saturating_sub(at));
@@ -416,8 +406,7 @@ impl<'a> Back<'a> {
                 .checked_add(left)
                 .unwrap_or_else(Instant::now)
         });
-        self.machine =
-            Machine::adopt_cleanup(Params::of(self.config), news.status, news.cause, deadline);
+        self.machine.adopt_cleanup(news.status, news.cause, end);
         self.leader = Child::adopt(pid);
         if self.leader.is_none() {
             // Not re-parented to us (this process could not become a
