@@ -204,11 +204,10 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
         // it: the front got it too and hands it over, so taken here as well
         // it would reach COMMAND twice. Signals meant for the back alone
         // cannot be among them: nobody knew its pid.
-        for r in signals.drain() {
+        for Received { signal, from, .. } in signals.drain() {
             verbose!(
-                "received {} from pid {} before leaving the caller's group: left to the front",
-                r.signal,
-                r.from
+                "received {signal} from pid {from} before leaving the caller's group: left \
+                 to the front"
             );
         }
         return Ok(Split::Back(link, signals));
@@ -432,22 +431,16 @@ impl Front {
 
     /// Pass one received signal on to the back (queued; see [`Front::flush`]).
     fn hand_over(&mut self, r: Received) {
+        let (sig, from, back) = (r.signal, r.from, self.back.pid());
         if self.to_back.is_none() {
             verbose!(
-                "received {} from pid {}: not passed on (the subreaper no longer reads)",
-                r.signal,
-                r.from
+                "received {sig} from pid {from}: not passed on (the subreaper no longer reads)"
             );
             return;
         }
         self.backlog
-            .extend_from_slice(&record(r.signal.raw(), r.from.into()));
-        verbose!(
-            "received {} from pid {}: handed to pid {}",
-            r.signal,
-            r.from,
-            self.back.pid()
-        );
+            .extend_from_slice(&record(sig.raw(), from.into()));
+        verbose!("received {sig} from pid {from}: handed to pid {back}");
     }
 
     /// Read what the back has written, without blocking, and keep or act

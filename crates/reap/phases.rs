@@ -1013,10 +1013,10 @@ impl<'a> Back<'a> {
                 let out = self.config.route.route(sig).unwrap_or(sig);
                 events::sent("stop", out, to, self.leader_pid(), self.grace_ms())
             }
-            Note::CommandDone(status, cause) => verbose!(
-                "COMMAND {status}; every descendant is gone; cause: {}",
-                cause.name()
-            ),
+            Note::CommandDone(status, cause) => {
+                let cause = cause.name();
+                verbose!("COMMAND {status}; every descendant is gone; cause: {cause}")
+            }
             Note::CleanupTimedOut => pgkit::warn!(
                 "the cleanup ran longer than --cleanup-timeout {}: stopping it (status 124)",
                 self.config.cleanup_timeout

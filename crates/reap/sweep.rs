@@ -233,28 +233,23 @@ impl Sweeper {
         let Some(cg) = self.cgroup.as_ref() else {
             return 0;
         };
+        let path = cg.path().display();
         if sig == Signal::KILL && guarded.is_empty() {
             return match cg.kill() {
                 Ok(0) => 0,
                 Ok(n) => {
-                    verbose!(
-                        "sent KILL to the {n} process(es) of cgroup {} (cgroup.kill)",
-                        cg.path().display()
-                    );
+                    verbose!("sent KILL to the {n} process(es) of cgroup {path} (cgroup.kill)");
                     n
                 }
                 Err(e) => {
-                    pgkit::warn!("unable to kill cgroup {}: {e}", cg.path().display());
+                    pgkit::warn!("unable to kill cgroup {path}: {e}");
                     cg.signal_members(sig, &mut self.members, walked.as_ref())
                 }
             };
         }
         let sent = cg.signal_members(sig, &mut self.members, walked.as_ref());
         if sent > 0 {
-            verbose!(
-                "sent {sig} to {sent} process(es) of cgroup {}",
-                cg.path().display()
-            );
+            verbose!("sent {sig} to {sent} process(es) of cgroup {path}");
         }
         sent
     }
@@ -347,13 +342,14 @@ impl Sweeper {
         match descend::signal(p, sig, tree) {
             Ok(Sent::Delivered) => {
                 // Named as the survivor lines name it.
-                verbose!(
-                    "sent {sig} to pid {} ({}; parent {}, group {})",
-                    p.pid,
-                    p.name,
-                    p.ppid,
-                    p.pgid
-                );
+                let Proc {
+                    pid,
+                    name,
+                    ppid,
+                    pgid,
+                    ..
+                } = p;
+                verbose!("sent {sig} to pid {pid} ({name}; parent {ppid}, group {pgid})");
                 if p.is_stopped() && sig != Signal::KILL && sig != Signal::CONT {
                     let _ = descend::signal(p, Signal::CONT, tree);
                 }
