@@ -179,10 +179,8 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
         if let Err(e) = moved {
             // Still in the front's group: a kill of that group would take
             // the back with it. Say so; carry on regardless.
-            pgkit::warn!(
-                "unable to leave the caller's process group: {}",
-                pgkit::error::describe(&e)
-            );
+            let e = pgkit::error::describe(&e);
+            pgkit::warn!("unable to leave the caller's process group: {e}");
         }
         let link = Link {
             from_front: Some(File::from(sig_read)),
@@ -417,10 +415,8 @@ impl Front {
                 Err(_) => {
                     // The back exited or became the cleanup: nobody reads
                     // any more, and each write would raise SIGPIPE again.
-                    verbose!(
-                        "{} signal(s) not passed on: the subreaper no longer reads",
-                        self.backlog.len() / RECORD
-                    );
+                    let n = self.backlog.len() / RECORD;
+                    verbose!("{n} signal(s) not passed on: the subreaper no longer reads");
                     self.to_back = None;
                     self.backlog.clear();
                     return;

@@ -340,11 +340,8 @@ impl<'a> Back<'a> {
     /// what happened.
     pub fn recover(mut self, back: &LostBack) -> String {
         let news = back.news;
-        let head = format!(
-            "the subreaper process (pid {}) {}",
-            back.pid,
-            ended(back.status)
-        );
+        let (pid, how) = (back.pid, ended(back.status));
+        let head = format!("the subreaper process (pid {pid}) {how}");
         verbose!("{head} before it finished: taking over");
         if let Some(pid) = news.cleanup.or_else(|| spawned_unnoted(&news)) {
             return self.let_cleanup_finish(news, &head, pid);
@@ -381,11 +378,8 @@ impl<'a> Back<'a> {
             None => format!("killed {others} process(es) (COMMAND's pid was not known yet)"),
         };
         self.drive(|_| false);
-        match self.machine.cleanup_result() {
-            Some(done) => format!(
-                "{head}: {what}; cleanup ran (REAP_CAUSE=lost) and {}",
-                ended(done)
-            ),
+        match self.machine.cleanup_result().map(ended) {
+            Some(done) => format!("{head}: {what}; cleanup ran (REAP_CAUSE=lost) and {done}"),
             None => format!("{head}: {what}"),
         }
     }
@@ -744,30 +738,22 @@ impl<'a> Back<'a> {
         let Some(child) = &self.leader else { return };
         let route = &self.config.route;
         let out = route.route(sig).unwrap_or(sig);
-        let to = match route.to {
-            Target::Group => "group",
-            Target::Child => "pid",
+        let (to, calls) = match route.to {
+            Target::Group => ("group", "kill, then pidfd_send_signal"),
+            Target::Child => ("pid", "pidfd_send_signal, then kill"),
         };
+        let pid = child.pid();
         match child.signal(route.to, out) {
-            Ok(()) if out == sig => verbose!(
-                "received {sig} from pid {from}: forwarded to {to} {}",
-                child.pid()
-            ),
-            Ok(()) => verbose!(
-                "received {sig} from pid {from}: passed on as {out} to {to} {}",
-                child.pid()
-            ),
+            Ok(()) if out == sig => {
+                verbose!("received {sig} from pid {from}: forwarded to {to} {pid}")
+            }
+            Ok(()) => verbose!("received {sig} from pid {from}: passed on as {out} to {to} {pid}"),
             // Every way of sending refused (a seccomp profile): not dropped
             // in silence. reap stays COMMAND's subreaper and waits for its
             // end (leaving would leave COMMAND's tree unguarded).
             Err(e) if pgkit::child::refusal(&e) => pgkit::warn!(
-                "received {sig} from pid {from}: unable to send {out} to {to} {}: {}: {}; \
+                "received {sig} from pid {from}: unable to send {out} to {to} {pid}: {calls}: {}; \
                  COMMAND runs on until it ends",
-                child.pid(),
-                match route.to {
-                    Target::Group => "kill, then pidfd_send_signal",
-                    Target::Child => "pidfd_send_signal, then kill",
-                },
                 pgkit::error::describe(&e)
             ),
             Err(e) => verbose!("received {sig} from pid {from}: cannot forward: {e}"),
