@@ -461,12 +461,8 @@ impl Front {
                     news.status = decode_status(value);
                     self.answer = true;
                 }
-                CAUSE => {
-                    news.cause = usize::try_from(value)
-                        .ok()
-                        .and_then(|i| CAUSES.get(i))
-                        .copied()
-                }
+                // Only the back writes here (an index of CAUSES).
+                CAUSE => news.cause = CAUSES.get(value as usize).copied(),
                 STARTING => news.cleanup_at_ms = u64::try_from(value).ok(),
                 CLEANUP => news.cleanup = i32::try_from(value).ok(),
                 FINISHED => news.finished = Some(decode_status(value)),
@@ -554,9 +550,8 @@ impl Link {
 
     /// One record, written whole; `false` if the front no longer reads.
     pub fn send(&self, kind: i32, value: i64) -> bool {
-        (&self.to_front)
-            .write(&record(kind, value))
-            .is_ok_and(|n| n == RECORD)
+        let rec = record(kind, value);
+        (&self.to_front).write(&rec).is_ok_and(|n| n == RECORD)
     }
 
     /// COMMAND's status; the front answers once it has read its signals.

@@ -411,9 +411,7 @@ impl Machine {
 
     /// The time event due at `now`, if any.
     pub fn due(&self, now: Instant) -> Option<Event> {
-        self.deadline()
-            .filter(|&d| d <= now)
-            .map(|_| Event::DeadlinePassed)
+        (self.deadline()? <= now).then_some(Event::DeadlinePassed)
     }
 
     /// [`Machine::on`], into `out`: a signal while COMMAND runs (the way of

@@ -119,11 +119,8 @@ impl Inbox {
         if let Some(outlet) = self.outlet.as_mut().filter(|_| self.relaying) {
             outlet.pump();
         }
-        if let Some(front) = self
-            .front
-            .as_mut()
-            .filter(|_| std::mem::take(&mut self.front_ready))
-        {
+        let ready = std::mem::take(&mut self.front_ready);
+        if let Some(front) = self.front.as_mut().filter(|_| ready) {
             front.read_into(events);
             // Gone: nobody relays any more, the socket and its directory go.
             if let Some(leftover) = self.leftover.take_if(|_| front.fd().is_none()) {
@@ -349,18 +346,12 @@ impl<'a> Back<'a> {
         let known = news.command;
         self.leader = known.and_then(Child::adopt);
         let adopted = self.leader.as_ref().map(|c| c.pid());
-        let running = self
-            .leader
-            .as_mut()
-            .is_some_and(|c| c.peek_exit().is_none());
+        let running = self.leader.as_mut().map(Child::peek_exit) == Some(None);
         // Counted before the KILL: a process the group's KILL ends may be
         // gone before the sweep's walk sees it.
-        let mut killed: BTreeSet<(i32, u64)> = descend::descendants()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|p| !p.is_zombie())
-            .map(|p| (p.pid, p.start))
-            .collect();
+        let tree = descend::descendants().unwrap_or_default();
+        let live = tree.iter().filter(|p| !p.is_zombie());
+        let mut killed: BTreeSet<(i32, u64)> = live.map(|p| (p.pid, p.start)).collect();
         for action in self.machine.take_over(news.status, running) {
             self.act(action);
         }
@@ -391,15 +382,10 @@ impl<'a> Back<'a> {
     /// what happened.
     fn let_cleanup_finish(&mut self, news: BackNews, head: &str, pid: i32) -> String {
         let head = format!("{head} during the cleanup");
-        let end = self.config.cleanup_timeout.duration().map(|timeout| {
-            let ran = news
-                .cleanup_at_ms
-                .map_or(0, |at| pgkit::deadline::monotonic_ms().saturating_sub(at));
-            let left = timeout.saturating_sub(Duration::from_millis(ran));
-            Instant::now()
-                .checked_add(left)
-                .unwrap_or_else(Instant::now)
-        });
+        let ms = pgkit::deadline::monotonic_ms();
+        let ran = Duration::from_millis(news.cleanup_at_ms.map_or(0, |at| ms.saturating_sub(at)));
+        let (now, timeout) = (Instant::now(), self.config.cleanup_timeout.duration());
+        let end = timeout.map(|t| now.checked_add(t.saturating_sub(ran)).unwrap_or(now));
         self.machine.adopt_cleanup(news.status, news.cause, end);
         self.leader = Child::adopt(pid);
         if self.leader.is_none() {
@@ -811,9 +797,8 @@ impl<'a> Back<'a> {
 
     fn start_command(&mut self) -> Event {
         let mut spawn = Spawn::new(&self.config.command);
-        spawn
-            .isolation(Isolation::Group)
-            .foreground(self.jobs.handed_over);
+        spawn.isolation(Isolation::Group);
+        spawn.foreground(self.jobs.handed_over);
         self.service.command(&mut spawn);
         if let Some(cg) = self.sweeper.cgroup() {
             spawn.cgroup(cg.dir_fd(), cg.procs_fd());
