@@ -25,6 +25,7 @@ use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal;
 use pgkit::child::Job;
+use pgkit::error::TOOL_FAILED;
 use pgkit::notify::{Extension, Leftover, Relay, Service};
 use pgkit::outlet::Outlet;
 use pgkit::sigfd::{Received, SignalFd};
@@ -320,8 +321,7 @@ impl<'a> Back<'a> {
     pub fn run(mut self) -> Status {
         self.drive(|_| false);
         self.finish_output();
-        self.exit
-            .unwrap_or(Status::Exited(pgkit::error::TOOL_FAILED))
+        self.exit.unwrap_or(Status::Exited(TOOL_FAILED))
     }
 
     /// The front's side of the guarantee, once the back ended without
@@ -391,9 +391,7 @@ impl<'a> Back<'a> {
         if self.leader.is_none() {
             // Not re-parented to us (this process could not become a
             // subreaper): nothing to wait for; its leftovers still go.
-            self.feed(Event::CleanupExited(Status::Exited(
-                pgkit::error::TOOL_FAILED,
-            )));
+            self.feed(Event::CleanupExited(Status::Exited(TOOL_FAILED)));
             self.drive(|_| false);
             return format!(
                 "{head}: the cleanup (pid {pid}) was not this process's to wait for; what is \
@@ -676,18 +674,16 @@ impl<'a> Back<'a> {
                 self.remove_cgroup();
                 let usage = self.usage.unwrap_or_default();
                 let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-                events::exit_with(
-                    status.shell_code(),
-                    self.machine.cause().name(),
-                    self.machine.lost_after().is_some(),
-                    &[
-                        ("stopping_ms", self.machine.lost_after().flatten().map(ms)),
-                        ("cpu_usec", usage.cpu_usec),
-                        ("user_usec", usage.user_usec),
-                        ("system_usec", usage.system_usec),
-                        ("memory_peak", usage.memory_peak),
-                    ],
-                );
+                let lost = self.machine.lost_after();
+                let counts = [
+                    ("stopping_ms", lost.flatten().map(ms)),
+                    ("cpu_usec", usage.cpu_usec),
+                    ("user_usec", usage.user_usec),
+                    ("system_usec", usage.system_usec),
+                    ("memory_peak", usage.memory_peak),
+                ];
+                let cause = self.machine.cause().name();
+                events::exit_with(status.shell_code(), cause, lost.is_some(), &counts);
                 if let Some(front) = &self.inbox.front {
                     front.finished(Some(status));
                 }
