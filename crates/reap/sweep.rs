@@ -315,13 +315,11 @@ impl Sweeper {
             if delivered && sig == Signal::KILL {
                 self.killed.insert((p.pid, p.start));
             }
-            self.marks.insert(
-                p.pid,
-                Mark {
-                    start: p.start,
-                    direct: p.ppid == me,
-                },
-            );
+            let mark = Mark {
+                start: p.start,
+                direct: p.ppid == me,
+            };
+            self.marks.insert(p.pid, mark);
         }
         sent
     }
