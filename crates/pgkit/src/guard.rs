@@ -43,7 +43,7 @@ use crate::procfs::{self, Proc};
 use rustix::fs::{Mode, OFlags};
 use rustix::pipe::PipeFlags;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -52,14 +52,6 @@ pub const VAR: &str = "GRACEFUL_GUARD";
 
 /// The gracefuls of one chain a reap marks itself for, innermost last.
 pub const MAX_ENTRIES: usize = 8;
-
-/// graceful's two marks (the read ends of two pipes, write ends closed).
-pub struct Marks {
-    back: OwnedFd,
-    cleanup: OwnedFd,
-    back_link: String,
-    cleanup_link: String,
-}
 
 /// Which marks a process holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -75,22 +67,50 @@ fn link_of(fd: &OwnedFd) -> io::Result<String> {
     Ok(format!("pipe:[{}]", st.st_ino))
 }
 
-impl Marks {
-    /// Two new marks.
-    pub fn new() -> io::Result<Marks> {
-        let pipe = || rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK);
-        let ((back, _), (cleanup, _)) = (pipe()?, pipe()?);
-        Ok(Marks {
-            back_link: link_of(&back)?,
-            cleanup_link: link_of(&cleanup)?,
-            back,
-            cleanup,
-        })
+/// graceful's two marks (the read ends of two pipes, write ends closed),
+/// and what they spared so far: graceful's deadline and reap's sweep both
+/// leave alone what an inner reap guards.
+pub struct Spare {
+    back: OwnedFd,
+    cleanup: OwnedFd,
+    back_link: String,
+    cleanup_link: String,
+    /// The cleanups written into the cleanup mark (pid, start time), while
+    /// they live.
+    cleanups: BTreeSet<(i32, u64)>,
+    /// The back mark read end of file: no inner reap holds it any more, so
+    /// a wait on it would return at once (see [`Spare::news`]).
+    backs_gone: bool,
+    /// Processes spared as part of a written cleanup's tree, and that
+    /// cleanup (pid, start time): one re-parented elsewhere (a cleanup's
+    /// child whose parent died) stays spared while the cleanup lives.
+    cleanup_tree: BTreeMap<(i32, u64), (i32, u64)>,
+}
+
+impl Spare {
+    /// Two new marks; `None` (nothing is spared) if the pipes cannot be
+    /// made.
+    pub fn new() -> Option<Spare> {
+        let made = (|| -> io::Result<Spare> {
+            let pipe = || rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK);
+            let ((back, _), (cleanup, _)) = (pipe()?, pipe()?);
+            Ok(Spare {
+                back_link: link_of(&back)?,
+                cleanup_link: link_of(&cleanup)?,
+                back,
+                cleanup,
+                cleanups: BTreeSet::new(),
+                cleanup_tree: BTreeMap::new(),
+                backs_gone: false,
+            })
+        })();
+        made.map_err(|e| crate::verbose!("no marks for an inner reap ({e}): it is not spared"))
+            .ok()
     }
 
-    /// The value COMMAND gets: the `outer` entries (well-formed ones, the
-    /// newest kept), then this graceful's.
-    pub fn export(&self, outer: Option<&OsStr>) -> OsString {
+    /// The value COMMAND gets: the entries of the tool's own `VAR`
+    /// (well-formed ones, the newest kept), then this graceful's.
+    pub fn export(&self) -> OsString {
         let start = procfs::read("/proc/self/stat")
             .ok()
             .and_then(|t| procfs::parse_stat(&t))
@@ -101,7 +121,7 @@ impl Marks {
             self.back.as_raw_fd(),
             self.cleanup.as_raw_fd()
         );
-        let mut entries: Vec<String> = outer
+        let mut entries: Vec<String> = std::env::var_os(VAR)
             .map(|v| parse(&v.to_string_lossy()).map(|e| e.text()).collect())
             .unwrap_or_default();
         entries.push(own);
@@ -110,8 +130,9 @@ impl Marks {
     }
 
     /// Whether any process holds either mark now (a read end polls
-    /// `POLLHUP` while no write end of its pipe is open), or a cleanup was
-    /// written in and not read yet. If the poll fails, say yes (the caller
+    /// `POLLHUP` while no write end of its pipe is open), or a cleanup
+    /// written in may live or is not read yet: if not, nothing is guarded
+    /// and nothing need be read. If the poll fails, say yes (the caller
     /// then reads the marks themselves).
     pub fn any_held(&self) -> bool {
         use rustix::event::{poll, PollFd, PollFlags};
@@ -119,12 +140,12 @@ impl Marks {
             PollFd::new(&self.back, PollFlags::empty()),
             PollFd::new(&self.cleanup, PollFlags::IN),
         ];
-        match poll(&mut fds, Some(&rustix::time::Timespec::default())) {
-            Ok(_) => fds.iter().any(|f| {
-                !f.revents().contains(PollFlags::HUP) || f.revents().contains(PollFlags::IN)
-            }),
-            Err(_) => true,
-        }
+        let held = |f: &PollFd<'_>| {
+            !f.revents().contains(PollFlags::HUP) || f.revents().contains(PollFlags::IN)
+        };
+        !self.cleanups.is_empty()
+            || poll(&mut fds, Some(&rustix::time::Timespec::default()))
+                .map_or(true, |_| fds.iter().any(held))
     }
 
     /// The cleanups written into the cleanup mark since the last call
@@ -165,37 +186,6 @@ impl Marks {
         }
         held
     }
-}
-
-/// A tool's marks and what they spared so far: graceful's deadline and
-/// reap's sweep both leave alone what an inner reap guards.
-pub struct Spare {
-    marks: Marks,
-    /// The cleanups written into the cleanup mark (pid, start time), while
-    /// they live.
-    cleanups: BTreeSet<(i32, u64)>,
-    /// The back mark read end of file: no inner reap holds it any more, so
-    /// a wait on it would return at once (see [`Spare::news`]).
-    backs_gone: bool,
-    /// Processes spared as part of a written cleanup's tree, and that
-    /// cleanup (pid, start time): one re-parented elsewhere (a cleanup's
-    /// child whose parent died) stays spared while the cleanup lives.
-    cleanup_tree: BTreeMap<(i32, u64), (i32, u64)>,
-}
-
-impl Spare {
-    /// New marks; `None` (nothing is spared) if the pipes cannot be made.
-    pub fn new() -> Option<Spare> {
-        let marks = Marks::new()
-            .map_err(|e| crate::verbose!("no marks for an inner reap ({e}): it is not spared"))
-            .ok()?;
-        Some(Spare {
-            marks,
-            cleanups: BTreeSet::new(),
-            cleanup_tree: BTreeMap::new(),
-            backs_gone: false,
-        })
-    }
 
     /// What a wait watches once the deadline has passed: the back mark's
     /// read end, readable when an inner reap's cleanup has ended
@@ -203,19 +193,7 @@ impl Spare {
     /// gets the kill at once. `None` once no inner reap holds the mark.
     pub fn news(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
-        (!self.backs_gone).then(|| self.marks.back.as_fd())
-    }
-
-    /// The variable's value for COMMAND (see [`Marks::export`]).
-    pub fn export(&self) -> OsString {
-        self.marks.export(std::env::var_os(VAR).as_deref())
-    }
-
-    /// Whether any process holds one of the marks (see [`Marks::any_held`])
-    /// or a cleanup written in may live: if not, nothing is guarded and
-    /// nothing need be read.
-    pub fn any_held(&self) -> bool {
-        !self.cleanups.is_empty() || self.marks.any_held()
+        (!self.backs_gone).then(|| self.back.as_fd())
     }
 
     /// The live processes of `tree` (a walk of this process's descendants)
@@ -228,14 +206,14 @@ impl Spare {
         let live: BTreeMap<i32, &Proc> = (tree.iter().filter(|p| !p.is_zombie()))
             .map(|p| (p.pid, p))
             .collect();
-        let held: BTreeMap<i32, Held> = live.keys().map(|&p| (p, self.marks.held(p))).collect();
+        let held: BTreeMap<i32, Held> = live.keys().map(|&p| (p, self.held(p))).collect();
         // A cleanup known before the walk is in it while it lives.
         let lives = |c: &(i32, u64)| live.get(&c.0).is_some_and(|p| p.start == c.1);
         self.cleanups.retain(lives);
-        self.cleanups.extend(self.marks.written());
+        self.cleanups.extend(self.written());
         // The news of ended cleanups, read: this walk is what it asked for.
         let mut buf = [0u8; 64];
-        while let Ok(n) = rustix::io::read(&self.marks.back, &mut buf) {
+        while let Ok(n) = rustix::io::read(&self.back, &mut buf) {
             if n == 0 {
                 self.backs_gone = true;
                 break;
@@ -405,15 +383,17 @@ mod tests {
 
     #[test]
     fn a_process_that_opens_the_path_holds_the_mark() {
-        let marks = Marks::new().unwrap();
-        let value = marks.export(None);
+        let marks = Spare::new().unwrap();
+        std::env::remove_var(VAR);
+        let value = marks.export();
         std::env::set_var(VAR, &value);
         let count = |link: &str| {
             std::fs::read_dir("/proc/self/fd")
                 .unwrap()
                 .flatten()
                 .filter(|e| {
-                    std::fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == OsStr::new(link))
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|t| t.as_os_str() == std::ffi::OsStr::new(link))
                 })
                 .count()
         };
@@ -432,8 +412,9 @@ mod tests {
         let start = procfs::stat(me).unwrap().start;
         assert_eq!(marks.written(), [(me, start)]);
         assert!(!marks.any_held(), "read");
+        std::env::set_var(VAR, "1:2:3:4 bad");
+        let exported = marks.export();
         std::env::remove_var(VAR);
-        let exported = marks.export(Some(OsStr::new("1:2:3:4 bad")));
         let text = exported.to_string_lossy();
         assert!(text.starts_with("1:2:3:4 "), "{text}");
         assert_eq!(text.split(' ').count(), 2);
