@@ -74,32 +74,24 @@ pub struct Relay {
     owner: bool,
 }
 
-/// What a message is, once read.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Send on this text (MAINPID= taken out).
-    Relay(Vec<u8>),
-    /// Nothing left to send (it held only MAINPID=).
-    Empty,
-    /// Dropped, with the reason for `-v`.
-    Drop(&'static str),
-    /// A barrier: release it (close its descriptor), send nothing.
-    Barrier,
-}
-
 /// Decide what to do with one message: `text` as received, `fds` how many
 /// descriptors came with it, `truncated` if it was larger than
-/// [`MAX_MESSAGE`].
-pub fn judge(text: &[u8], fds: usize, truncated: bool) -> Verdict {
+/// [`MAX_MESSAGE`]. `Ok`: the text to send on (MAINPID= taken out); `Err`:
+/// nothing is sent, and the `-v` line says why (a barrier is released by
+/// closing its descriptor, with the others received).
+pub fn judge(text: &[u8], fds: usize, truncated: bool) -> Result<Vec<u8>, String> {
     if truncated || text.len() > MAX_MESSAGE {
-        return Verdict::Drop("over the 4096-byte datagram limit");
+        return Err("notification dropped: over the 4096-byte datagram limit".into());
     }
     let lines = || text.split(|&b| b == b'\n').filter(|l| !l.is_empty());
     if lines().any(|l| l == b"BARRIER=1") {
-        return Verdict::Barrier;
+        return Err(match fds {
+            1 => "notification BARRIER=1: barrier released".into(),
+            n => format!("notification BARRIER=1 with {n} descriptors, not 1: barrier released"),
+        });
     }
     if fds > 0 && !lines().any(|l| l == b"FDSTORE=1") {
-        return Verdict::Drop("descriptors without FDSTORE=1");
+        return Err("notification dropped: descriptors without FDSTORE=1".into());
     }
     let mut out = Vec::with_capacity(text.len());
     for line in lines().filter(|l| !l.starts_with(b"MAINPID=")) {
@@ -107,10 +99,11 @@ pub fn judge(text: &[u8], fds: usize, truncated: bool) -> Verdict {
         out.push(b'\n');
     }
     if out.is_empty() {
-        Verdict::Empty
-    } else {
-        Verdict::Relay(out)
+        return Err(
+            "notification held only MAINPID=: dropped (the tool stays the main process)".into(),
+        );
     }
+    Ok(out)
 }
 
 /// `NOTIFY_SOCKET` as an address: a path, or `@name` for an abstract one.
@@ -235,29 +228,8 @@ impl Relay {
 
     fn one(&mut self, text: &[u8], fds: &[OwnedFd], truncated: bool) {
         let out = match judge(text, fds.len(), truncated) {
-            Verdict::Relay(out) => out,
-            Verdict::Empty => {
-                crate::verbose!(
-                    "notification held only MAINPID=: dropped (the tool stays the main process)"
-                );
-                return;
-            }
-            Verdict::Drop(why) => {
-                crate::verbose!("notification dropped: {why}");
-                return;
-            }
-            Verdict::Barrier => {
-                // Closed by the caller, with the other descriptors received.
-                if fds.len() == 1 {
-                    crate::verbose!("notification BARRIER=1: barrier released");
-                } else {
-                    crate::verbose!(
-                        "notification BARRIER=1 with {} descriptors, not 1: barrier released",
-                        fds.len()
-                    );
-                }
-                return;
-            }
+            Ok(out) => out,
+            Err(why) => return crate::verbose!("{why}"),
         };
         if text
             .split(|&b| b == b'\n')
@@ -558,27 +530,22 @@ mod tests {
 
     #[test]
     fn judges_messages() {
+        let why = |r: Result<Vec<u8>, String>| r.unwrap_err();
         assert_eq!(
             judge(b"READY=1\nSTATUS=up\n", 0, false),
-            Verdict::Relay(b"READY=1\nSTATUS=up\n".to_vec())
+            Ok(b"READY=1\nSTATUS=up\n".to_vec())
         );
         assert_eq!(
             judge(b"MAINPID=42\nREADY=1", 0, false),
-            Verdict::Relay(b"READY=1\n".to_vec())
+            Ok(b"READY=1\n".to_vec())
         );
-        assert_eq!(judge(b"MAINPID=42", 0, false), Verdict::Empty);
-        assert!(matches!(judge(b"READY=1", 1, false), Verdict::Drop(_)));
-        assert!(matches!(
-            judge(b"FDSTORE=1\nFDNAME=x", 2, false),
-            Verdict::Relay(_)
-        ));
-        assert!(matches!(judge(b"READY=1", 0, true), Verdict::Drop(_)));
-        assert_eq!(judge(b"BARRIER=1", 1, false), Verdict::Barrier);
-        assert_eq!(judge(b"BARRIER=1\nREADY=1", 0, false), Verdict::Barrier);
-        assert!(matches!(
-            judge(&vec![b'x'; MAX_MESSAGE + 1], 0, false),
-            Verdict::Drop(_)
-        ));
+        assert!(why(judge(b"MAINPID=42", 0, false)).contains("only MAINPID="));
+        assert!(why(judge(b"READY=1", 1, false)).contains("without FDSTORE=1"));
+        assert!(judge(b"FDSTORE=1\nFDNAME=x", 2, false).is_ok());
+        assert!(why(judge(b"READY=1", 0, true)).contains("4096-byte"));
+        assert!(why(judge(b"BARRIER=1", 1, false)).ends_with("BARRIER=1: barrier released"));
+        assert!(why(judge(b"BARRIER=1\nREADY=1", 0, false)).contains("with 0 descriptors"));
+        assert!(why(judge(&vec![b'x'; MAX_MESSAGE + 1], 0, false)).contains("4096-byte"));
     }
 
     #[test]
