@@ -41,28 +41,77 @@ thread_local! {
 /// Open `--events FD|PATH` (checked before anything starts: 125 and one
 /// line if it cannot be used). A number is an open descriptor of the
 /// caller's; anything else a file to create or append to.
+///
+/// A descriptor is written without changing it: through a close-on-exec
+/// copy (so COMMAND does not get the log through us: it has the caller's
+/// descriptor anyway) for a regular file or a socket; a pipe, FIFO or
+/// character device is opened anew through `/proc/self/fd/N`, so the
+/// non-blocking flag is on a description nobody else shares (`O_NONBLOCK`
+/// on the caller's would make COMMAND's own writes to it fail with
+/// EAGAIN). A file of our own is made non-blocking where a write to it may
+/// block (a FIFO named by path).
 pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
-    if !target.is_empty() && target.bytes().all(|b| b.is_ascii_digit()) {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let number = !target.is_empty() && target.bytes().all(|b| b.is_ascii_digit());
+    let fd: OwnedFd = if number {
         let n: RawFd = target
             .parse()
             .map_err(|_| Error::usage(format!("invalid descriptor '{target}' for {opt}")))?;
-        return private(n, opt);
-    }
-    // Close-on-exec, as std opens every file.
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(target)
-        .map_err(|e| {
+        // SAFETY: borrow_raw asks that `n` stay open while borrowed: the
+        // borrow lasts one fcntl call of this one-threaded process, which
+        // closes nothing meanwhile; a number that is not open gets EBADF,
+        // and nothing is read through it.
+        let caller = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
+        rustix::io::fcntl_dupfd_cloexec(caller, 3).map_err(|e| {
+            Error::usage(format!(
+                "descriptor {n} for {opt} is not open ({}): open it in the caller, e.g. {opt} 3 3>events.jsonl",
+                describe(&e.into())
+            ))
+        })?
+    } else {
+        // Close-on-exec, as std opens every file.
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(target);
+        file.map_err(|e| {
             Error::usage(format!(
                 "cannot open '{target}' for {opt}: {} (give a writable path or an open descriptor)",
                 describe(&e)
             ))
-        })?;
-    // A file of our own: a regular file never blocks a write (a FIFO
-    // named by path is reopened non-blocking, as a descriptor would be).
-    let fd = nonblocking_if_it_may_block(file.into());
-    Ok(EventLog::new(fd, false))
+        })?
+        .into()
+    };
+    let kind = rustix::fs::fstat(&fd)
+        .map(|st| FileType::from_raw_mode(st.st_mode))
+        .map_err(|e| Error::sys(&format!("inspect {target} for {opt}"), e.into()))?;
+    match kind {
+        FileType::RegularFile | FileType::BlockDevice => Ok(EventLog::new(fd, false)),
+        FileType::Socket => Ok(EventLog::new(fd, true)),
+        _ if !number => {
+            if let Ok(flags) = rustix::fs::fcntl_getfl(&fd) {
+                let _ = rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK);
+            }
+            Ok(EventLog::new(fd, false))
+        }
+        _ => {
+            let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            let own = rustix::fs::open(
+                path.as_str(),
+                OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+                Mode::empty(),
+            )
+            .map_err(|e| {
+                Error::usage(format!(
+                    "cannot open descriptor {target} for {opt} on its own ({}: {}): without it a \
+                     write could block the tool or change the caller's descriptor; give a path",
+                    path,
+                    describe(&e.into())
+                ))
+            })?;
+            Ok(EventLog::new(own, false))
+        }
+    }
 }
 
 impl EventLog {
@@ -72,67 +121,6 @@ impl EventLog {
             socket,
             dropped: Cell::new(0),
             said: Cell::new(false),
-        }
-    }
-}
-
-/// `fd` as is if a write to it cannot block (a regular file), else made
-/// non-blocking: only for a descriptor whose open file description is the
-/// tool's own.
-fn nonblocking_if_it_may_block(fd: OwnedFd) -> OwnedFd {
-    use rustix::fs::{FileType, OFlags};
-    let kind = rustix::fs::fstat(&fd).map(|st| FileType::from_raw_mode(st.st_mode));
-    if !matches!(kind, Ok(FileType::RegularFile | FileType::BlockDevice)) {
-        if let Ok(flags) = rustix::fs::fcntl_getfl(&fd) {
-            let _ = rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK);
-        }
-    }
-    fd
-}
-
-/// The caller's descriptor `n`, as the log writes it without changing it:
-/// a close-on-exec copy (so COMMAND does not get the log through us: it
-/// has the caller's descriptor anyway) for a regular file or a socket; a
-/// pipe, FIFO or character device is opened anew through
-/// `/proc/self/fd/N`, so the non-blocking flag is on a description nobody
-/// else shares (`O_NONBLOCK` on the caller's would make COMMAND's own
-/// writes to it fail with EAGAIN).
-fn private(n: RawFd, opt: &str) -> Result<EventLog, Error> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    // SAFETY: borrow_raw asks that `n` stay open while borrowed: the
-    // borrow lasts one fcntl call of this one-threaded process, which
-    // closes nothing meanwhile; a number that is not open gets EBADF, and
-    // nothing is read through it.
-    let caller = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
-    let fd = rustix::io::fcntl_dupfd_cloexec(caller, 3).map_err(|e| {
-        Error::usage(format!(
-            "descriptor {n} for {opt} is not open ({}): open it in the caller, e.g. {opt} 3 3>events.jsonl",
-            describe(&e.into())
-        ))
-    })?;
-    let dup = fd.as_raw_fd();
-    let kind = rustix::fs::fstat(&fd)
-        .map(|st| FileType::from_raw_mode(st.st_mode))
-        .map_err(|e| Error::sys(&format!("inspect descriptor {n} for {opt}"), e.into()))?;
-    match kind {
-        FileType::RegularFile | FileType::BlockDevice => Ok(EventLog::new(fd, false)),
-        FileType::Socket => Ok(EventLog::new(fd, true)),
-        _ => {
-            let path = format!("/proc/self/fd/{dup}");
-            let own = rustix::fs::open(
-                path.as_str(),
-                OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-                Mode::empty(),
-            )
-            .map_err(|e| {
-                Error::usage(format!(
-                    "cannot open descriptor {n} for {opt} on its own ({}: {}): without it a \
-                     write could block the tool or change the caller's descriptor; give a path",
-                    path,
-                    describe(&e.into())
-                ))
-            })?;
-            Ok(EventLog::new(own, false))
         }
     }
 }
