@@ -45,53 +45,33 @@ pub fn descendants() -> Option<Vec<Proc>> {
     usable().then(|| walk().or_else(scan)).flatten()
 }
 
-/// Down the `children` files, level by level; `None` without them. A walk
-/// that keeps meeting newcomers (an orphan storm) gives its eighth walk
-/// ([`until_no_newcomer`]; chaos seed 20269727: graceful's look at what
-/// holds the stop up missed a member re-parented to it during the walk,
-/// and graceful left it running).
+/// Down the `children` files, level by level; `None` without them (or
+/// where our own children file cannot be read).
+///
+/// A process that dies during a walk hands its children to us before it
+/// becomes a zombie: if the walk saw it a zombie (or not at all), they are
+/// in neither its children file nor our list read first, so a walk is
+/// trusted only once that list, read again, shows no newcomer. A walk that
+/// keeps meeting newcomers (an orphan storm) gives its last walk
+/// ([`WALKS`]) as it is, so a storm that never pauses cannot hold the tool in its walk (chaos
+/// seed 20269727: graceful's look at what holds the stop up missed a member
+/// re-parented to it during the walk, and graceful left it running).
 fn walk() -> Option<Vec<Proc>> {
     let me = own_pid();
-    until_no_newcomer(
-        WALKS,
-        |children| walk_from(me, children.to_vec()),
-        |_| false,
-    )
-}
-
-/// The most walks one look at the tree makes while newcomers keep coming
-/// (an orphan storm): the last one is taken as it is, so a storm that never
-/// pauses cannot hold the tool in its walk.
-pub const WALKS: usize = 8;
-
-/// `walk` from our children as read, again while our children list reads
-/// a newcomer after it, at most `most` walks; the first walk whose result
-/// is `found` ends it at once. A process that dies during a walk hands its
-/// children to us before it becomes a zombie: if the walk saw it a zombie
-/// (or not at all), they are in neither its children file nor our list
-/// read first, so a walk is trusted only once that list reads no newcomer.
-/// `None` where our own children file cannot be read.
-pub fn until_no_newcomer<T>(
-    most: usize,
-    mut walk: impl FnMut(&[i32]) -> T,
-    found: impl Fn(&T) -> bool,
-) -> Option<T> {
-    let me = own_pid();
     let mut before = children_of(me)?;
-    let mut walks = 0;
-    loop {
-        let out = walk(&before);
-        walks += 1;
-        if found(&out) || walks >= most {
-            return Some(out);
-        }
+    for _ in 1..WALKS {
+        let out = walk_from(me, before.clone());
         let after = children_of(me)?;
         if after.iter().all(|pid| before.contains(pid)) {
             return Some(out);
         }
         before = after;
     }
+    Some(walk_from(me, before))
 }
+
+/// The most walks one look at the tree makes while newcomers keep coming.
+pub const WALKS: usize = 8;
 
 /// One walk down from `children` (ours, as read).
 fn walk_from(me: i32, children: Vec<i32>) -> Vec<Proc> {
