@@ -155,9 +155,7 @@ impl<'a> Spawn<'a> {
         let mut job = ChildJob {
             image: &image,
             startup: *startup,
-            isolation: self.isolation,
-            pdeathsig: self.pdeathsig,
-            foreground: self.foreground,
+            how: self,
             parent: getpid(),
             enter: None,
             output,
@@ -242,27 +240,28 @@ impl<'a> Spawn<'a> {
     /// name `env`/`env_remove` changes, then the new values. The kept
     /// entries are pointed at where the C library keeps them, not copied:
     /// copying every variable cost graceful (which sets
-    /// `GRACEFUL_GRACE_MS`) some 80,000 instructions and 50 us per start.
+    /// `GRACEFUL_GRACE_MS`) some 50,000 instructions per start with 24
+    /// variables (docs/benchmarks.md).
     fn environment(&self) -> Result<Environment, Error> {
+        let mut env = Environment {
+            added: Vec::new(),
+            pid_slots: Vec::new(),
+            _pointers: Vec::new(),
+            envp: environ(None),
+        };
         if self.env.is_empty() {
             // Unchanged: passed on as it is.
-            return Ok(Environment {
-                _added: Vec::new(),
-                pid_slots: Vec::new(),
-                _pointers: Vec::new(),
-                envp: environ(None),
-            });
+            return Ok(env);
         }
         // The last change of a name wins; new values go last, in the order
         // of their last change.
-        let mut added = Vec::new();
         for (i, (key, value)) in self.env.iter().enumerate() {
             let changed_later = self.env[i + 1..].iter().any(|(k, _)| k == key);
             if let (Some(value), false) = (value, changed_later) {
                 let mut entry = key.clone();
                 entry.push("=");
                 entry.push(value);
-                added.push(cstr(&entry, "variable")?);
+                env.added.push(cstr(&entry, "variable")?);
             }
         }
         let changed = |name: &[u8]| self.env.iter().any(|(k, _)| k.as_bytes() == name);
@@ -278,8 +277,7 @@ impl<'a> Spawn<'a> {
             }
         };
         environ(Some(&mut keep));
-        pointers.extend(added.iter().map(|c| c.as_ptr()));
-        let mut pid_slots = Vec::new();
+        pointers.extend(env.added.iter().map(|c| c.as_ptr()));
         for key in &self.own_pid_vars {
             // KEY= then room for any pid's digits and the NUL; all NULs
             // until the child writes them.
@@ -290,15 +288,12 @@ impl<'a> Spawn<'a> {
             let slot: Box<[Cell<u8>]> = slot.into_iter().map(Cell::new).collect();
             // Cell<u8> has the layout of u8: the entry is a C string.
             pointers.push(slot.as_ptr().cast());
-            pid_slots.push((slot, at));
+            env.pid_slots.push((slot, at));
         }
         pointers.push(std::ptr::null());
-        Ok(Environment {
-            _added: added,
-            pid_slots,
-            envp: pointers.as_ptr(),
-            _pointers: pointers,
-        })
+        env.envp = pointers.as_ptr();
+        env._pointers = pointers;
+        Ok(env)
     }
 
     /// The error for a child that failed at `stage` (what it was doing
@@ -398,7 +393,7 @@ fn environ(mut each: Option<&mut dyn FnMut(&'static CStr)>) -> *const *const c_c
 /// COMMAND's environment: the array `execve` gets (the tool's own where
 /// nothing changes), and what it points into besides the tool's entries.
 struct Environment {
-    _added: Vec<CString>,
+    added: Vec<CString>,
     /// Entries to be completed with COMMAND's pid: the buffer, and where
     /// its digits go.
     pid_slots: Vec<(Box<[Cell<u8>]>, usize)>,
@@ -554,9 +549,8 @@ impl Failure {
 struct ChildJob<'a> {
     image: &'a Image,
     startup: Startup,
-    isolation: Isolation,
-    pdeathsig: Option<Signal>,
-    foreground: bool,
+    /// The spawn's isolation, parent-death signal and terminal hand-over.
+    how: &'a Spawn<'a>,
     parent: Pid,
     /// `cgroup.procs` to write `0` to before exec (the way into the
     /// cgroup where clone3 cannot put the child there itself).
@@ -751,7 +745,7 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
             return fail("entering the cgroup", errno);
         }
     }
-    let isolated = match job.isolation {
+    let isolated = match job.how.isolation {
         Isolation::Group => setpgid(None, None).map_err(|e| ("setpgid", e)),
         Isolation::Session => setsid().map(drop).map_err(|e| ("setsid", e)),
     };
@@ -766,17 +760,17 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
         return fail("the output descriptors", errno);
     }
     let me = getpid();
-    if job.foreground {
+    if job.how.foreground {
         // The child takes the terminal itself, before exec, so COMMAND
         // never runs a single instruction in the background. SIGTTOU is
         // still blocked (inherited), so the call cannot stop us.
         let _ = tcsetpgrp(stdin(), me);
     }
-    if let Some(sig) = job.pdeathsig {
+    if let Some(sig) = job.how.pdeathsig {
         let _ = crate::sigraw::int_call(crate::sigraw::IntCall::ParentDeathSignal(sig));
     }
     job.startup.restore_with(hold_stops);
-    if let Some(sig) = job.pdeathsig.filter(|_| getppid() != Some(job.parent)) {
+    if let Some(sig) = job.how.pdeathsig.filter(|_| getppid() != Some(job.parent)) {
         // The parent died before prctl: no one will send the signal.
         let _ = crate::signal::kill(me.as_raw_pid(), sig);
     }
