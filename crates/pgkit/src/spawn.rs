@@ -9,17 +9,14 @@
 //! pidfd comes from the same call, so a full descriptor table makes the spawn
 //! fail before COMMAND exists, never after.
 //!
-//! With a cgroup, `clone3(CLONE_VFORK | CLONE_INTO_CGROUP)` where the
-//! kernel has it: the child is born in the cgroup (a move by a write to
-//! `cgroup.procs`, the way on older kernels, took milliseconds one time
-//! in ten here), on a copy of the tool's memory, as after fork.
+//! With a cgroup, the child's first act is a write of `0` to its
+//! `cgroup.procs`, so not one instruction of COMMAND runs outside it.
 //!
 //! The child's whole path between clone and exec is [`child_path`], under
 //! one contract: it runs on memory the tool prepared and does not touch
-//! while it waits (the tool's own under `CLONE_VM`, or a copy of it from
-//! `clone3`), makes plain system calls only (no allocation, no lock), and
-//! writes nothing but its [`Failure`], which lies in the spawn's [`Arena`],
-//! a mapping shared by the two either way. The tool's signals stay blocked
+//! while it waits (the tool's own, under `CLONE_VM`; its stack is the
+//! spawn's [`Arena`]), makes plain system calls only (no allocation, no
+//! lock), and writes nothing but its [`Failure`]. The tool's signals stay blocked
 //! across the clone, so no signal meant for the tool can run anything in
 //! the child; the child unblocks only once its dispositions are back to
 //! the caller's, and then a pending signal simply acts on COMMAND.
@@ -44,7 +41,7 @@ use rustix::termios::tcsetpgrp;
 use std::cell::Cell;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -67,9 +64,8 @@ pub struct Spawn<'a> {
     isolation: Isolation,
     pdeathsig: Option<Signal>,
     foreground: bool,
-    /// The cgroup COMMAND enters before exec: its directory and its
-    /// `cgroup.procs` (see [`Spawn::cgroup`]).
-    cgroup: Option<(BorrowedFd<'a>, BorrowedFd<'a>)>,
+    /// The `cgroup.procs` of the cgroup COMMAND enters before exec.
+    cgroup: Option<BorrowedFd<'a>>,
 }
 
 impl<'a> Spawn<'a> {
@@ -86,13 +82,11 @@ impl<'a> Spawn<'a> {
         }
     }
 
-    /// Start COMMAND in this cgroup v2 (its directory, and its
-    /// `cgroup.procs` open for writing): `clone3` with `CLONE_INTO_CGROUP`
-    /// where the kernel has it, else the child writes `0` to
-    /// `cgroup.procs` before exec. Either way not one instruction of
-    /// COMMAND runs outside it.
-    pub fn cgroup(&mut self, dir: BorrowedFd<'a>, procs: BorrowedFd<'a>) -> &mut Self {
-        self.cgroup = Some((dir, procs));
+    /// Start COMMAND in the cgroup v2 of this `cgroup.procs` (open for
+    /// writing): the child writes `0` to it before exec. (`_dir`, the
+    /// cgroup's directory, is no longer used.)
+    pub fn cgroup(&mut self, _dir: BorrowedFd<'a>, procs: BorrowedFd<'a>) -> &mut Self {
+        self.cgroup = Some(procs);
         self
     }
 
@@ -150,48 +144,27 @@ impl<'a> Spawn<'a> {
         output: [Option<BorrowedFd<'_>>; 2],
     ) -> Result<Child, Error> {
         let image = self.image()?;
-        let arena =
-            Arena::new(self.cgroup.is_some()).map_err(|e| Error::sys("start a process", e))?;
-        let mut job = ChildJob {
+        let arena = Arena::new().map_err(|e| Error::sys("start a process", e))?;
+        let failure = Failure::default();
+        let job = ChildJob {
             image: &image,
             startup: *startup,
             how: self,
             parent: getpid(),
-            enter: None,
             output,
-            failure: arena.failure(),
+            failure: &failure,
         };
         // Where the child's catcher notes a job-control stop.
-        HELD.store(
-            &job.failure.held as *const AtomicU32 as *mut AtomicU32,
-            Ordering::Relaxed,
-        );
-        let cloned = match self.cgroup {
-            Some((dir, procs)) => match clone3_into(&job, dir) {
-                Err(e) if clone3_missing(&e) => {
-                    job.enter = Some(procs);
-                    clone_vfork(&job, &arena)
-                }
-                other => other,
-            },
-            None => clone_vfork(&job, &arena),
-        };
+        HELD.store(&failure.held as *const _ as *mut _, Ordering::Relaxed);
+        let cloned = clone_vfork(&job, &arena);
         HELD.store(std::ptr::null_mut(), Ordering::Relaxed);
-        let (pid, pidfd) = cloned.map_err(|e| match e.raw_os_error() {
-            Some(libc::EBUSY | libc::EOPNOTSUPP) => Error::usage(format!(
-                "--cgroup: COMMAND cannot be started in its cgroup ({}): cgroup v2's \
-                 \"no internal processes\" rule (run reap in a domain cgroup of its own)",
-                describe(&e)
-            )),
-            _ if self.cgroup.is_some() => Error::sys("start a process in its cgroup", e),
-            _ => Error::sys("start a process", e),
-        })?;
-        if job.failure.errno.get() != 0 {
+        let (pid, pidfd) = cloned.map_err(|e| Error::sys("start a process", e))?;
+        if failure.errno.get() != 0 {
             // The child failed before or at exec and has exited: reap it.
             let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
-            return Err(self.failure(job.failure.stage.get(), job.failure.errno.get()));
+            return Err(self.failure(failure.stage.get(), failure.errno.get()));
         }
-        let held = job.failure.held.load(Ordering::Relaxed);
+        let held = failure.held.load(Ordering::Relaxed);
         for sig in JOB_STOPS.into_iter().filter(|s| held & bit(*s) != 0) {
             crate::verbose!("COMMAND got {sig} before its exec: sent to it again");
             let _ = crate::signal::kill(pid.as_raw_pid(), sig);
@@ -305,6 +278,16 @@ impl<'a> Spawn<'a> {
             .map(|p| p.to_string_lossy())
             .unwrap_or_default();
         let err = io::Error::from_raw_os_error(errno);
+        if stage == ENTER {
+            return match errno {
+                libc::EBUSY | libc::EOPNOTSUPP => Error::usage(format!(
+                    "--cgroup: COMMAND cannot be started in its cgroup ({}): cgroup v2's \
+                     \"no internal processes\" rule (run reap in a domain cgroup of its own)",
+                    describe(&err)
+                )),
+                _ => Error::sys("start a process in its cgroup", err),
+            };
+        }
         if !stage.is_empty() {
             return Error::sys(&format!("{stage} for '{name}'"), err);
         }
@@ -377,8 +360,7 @@ fn environ(mut each: Option<&mut dyn FnMut(&'static CStr)>) -> *const *const c_c
     // NUL-terminated strings, walked no further than its null. The tools
     // change no variable (one thread, no setenv), so the array and its
     // strings stay where and as they are for the life of the process:
-    // through COMMAND's execve, which reads them (in the tool's memory, or
-    // in the child's copy of it).
+    // through COMMAND's execve, which reads them.
     unsafe {
         let array = environ;
         let mut at = array;
@@ -538,6 +520,9 @@ struct Failure {
     held: AtomicU32,
 }
 
+/// The stage of a child that could not enter its cgroup.
+const ENTER: &str = "entering the cgroup";
+
 impl Failure {
     fn record(&self, stage: &'static str, errno: c_int) {
         self.stage.set(stage);
@@ -552,9 +537,6 @@ struct ChildJob<'a> {
     /// The spawn's isolation, parent-death signal and terminal hand-over.
     how: &'a Spawn<'a>,
     parent: Pid,
-    /// `cgroup.procs` to write `0` to before exec (the way into the
-    /// cgroup where clone3 cannot put the child there itself).
-    enter: Option<BorrowedFd<'a>>,
     /// What descriptors 1 and 2 become, where given.
     output: [Option<BorrowedFd<'a>>; 2],
     failure: &'a Failure,
@@ -568,50 +550,31 @@ const GUARD: usize = 64 * 1024;
 
 const CHILD_STACK: usize = 64 * 1024;
 
-/// The stack's top, and where the [`Failure`] lies (a multiple of every
-/// page size, so aligned for it).
+/// The mapping's length, and its top: where the child's stack starts.
 const TOP: usize = GUARD + CHILD_STACK;
 
-/// A spawn's own memory, one anonymous mapping the child sees whichever way
-/// it is made: the guard, the child's stack (under `CLONE_VM`), and the
-/// child's [`Failure`]. Private where the child shares all of the tool's
-/// memory (`CLONE_VM`); `MAP_SHARED` where clone3 may give it a copy, so
-/// that it writes its Failure where the tool reads it. (Not shared always:
-/// a shared mapping, shmem's, cost each start some 15 to 40 us more.)
+/// The child's stack, below it a guard: one private anonymous mapping.
 struct Arena {
     base: *mut c_void,
 }
 
 impl Arena {
-    fn new(shared: bool) -> io::Result<Arena> {
+    fn new() -> io::Result<Arena> {
         use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
-        let len = TOP + std::mem::size_of::<Failure>();
-        let kind = if shared {
-            MapFlags::SHARED
-        } else {
-            MapFlags::PRIVATE
-        };
+        let (rw, flags) = (
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::STACK,
+        );
         // SAFETY: a new mapping, nobody else's: its lowest GUARD bytes made
-        // inaccessible, a Failure written at TOP before anything reads it;
-        // unmapped again if the guard cannot be made.
+        // inaccessible; unmapped again if the guard cannot be made.
         unsafe {
-            let rw = ProtFlags::READ | ProtFlags::WRITE;
-            let base = mmap_anonymous(std::ptr::null_mut(), len, rw, kind | MapFlags::STACK)?;
+            let base = mmap_anonymous(std::ptr::null_mut(), TOP, rw, flags)?;
             if let Err(e) = mprotect(base, GUARD, MprotectFlags::empty()) {
-                let _ = munmap(base, len);
+                let _ = munmap(base, TOP);
                 return Err(e.into());
             }
-            base.cast::<u8>()
-                .add(TOP)
-                .cast::<Failure>()
-                .write(Failure::default());
             Ok(Arena { base })
         }
-    }
-
-    fn failure(&self) -> &Failure {
-        // SAFETY: written in `new`, mapped as long as `self`.
-        unsafe { &*self.base.cast::<u8>().add(TOP).cast::<Failure>() }
     }
 
     /// The top of the child's stack (it grows down on every Linux
@@ -623,60 +586,9 @@ impl Arena {
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        // SAFETY: our mapping; no reference into it outlives self (the
-        // borrow of `failure`), and the child has exec'd or exited.
-        let _ = unsafe { rustix::mm::munmap(self.base, TOP + std::mem::size_of::<Failure>()) };
+        // SAFETY: our mapping, and the child has exec'd or exited.
+        let _ = unsafe { rustix::mm::munmap(self.base, TOP) };
     }
-}
-
-/// `clone3` refused for want of it (before Linux 5.7 it has no
-/// CLONE_INTO_CGROUP; a seccomp profile may refuse the call): the caller
-/// then falls back to the vfork clone and a write to `cgroup.procs`.
-fn clone3_missing(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::ENOSYS | libc::E2BIG | libc::EINVAL | libc::EPERM)
-    )
-}
-
-/// `clone3(CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP)` running
-/// [`child_path`] in the cgroup `dir`: no CLONE_VM, so the child returns
-/// from the call on a copy of the tool's memory, as after fork (its
-/// Failure is in the shared arena); the tool is suspended until the child
-/// exec'd or exited.
-fn clone3_into(job: &ChildJob<'_>, dir: BorrowedFd<'_>) -> io::Result<(Pid, Option<OwnedFd>)> {
-    use linux_raw_sys::general::{clone_args, CLONE_INTO_CGROUP, CLONE_PIDFD, CLONE_VFORK};
-    let mut pidfd: c_int = -1;
-    let args = clone_args {
-        flags: u64::from(CLONE_VFORK) | u64::from(CLONE_PIDFD) | CLONE_INTO_CGROUP,
-        pidfd: &mut pidfd as *mut c_int as u64,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: libc::SIGCHLD as u64,
-        stack: 0,
-        stack_size: 0,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: dir.as_raw_fd() as u64,
-    };
-    // SAFETY: `args` is the kernel's own struct (linux-raw-sys), its size
-    // passed with it; the pidfd pointer outlives the call. The child, on
-    // its copy of the tool's memory, runs child_path and ends with _exit:
-    // it never returns into the tool's code (no destructor, exit handler or
-    // buffer of the tool's runs twice).
-    let pid = unsafe {
-        let pid = libc::syscall(
-            libc::SYS_clone3,
-            &args as *const clone_args,
-            std::mem::size_of::<clone_args>(),
-        );
-        if pid == 0 {
-            libc::_exit(child_path(job));
-        }
-        pid
-    };
-    cloned(pid, pidfd)
 }
 
 /// `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD)` running
@@ -739,10 +651,10 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
     // rustix's calls make the system call directly (its linux_raw backend):
     // no allocation, no lock and no errno, so they are as fit for the vfork
     // child as the raw calls they stand for.
-    if let Some(procs) = job.enter {
+    if let Some(procs) = job.how.cgroup {
         // `0`: the writer itself.
         if let Err(errno) = rustix::io::write(procs, b"0") {
-            return fail("entering the cgroup", errno);
+            return fail(ENTER, errno);
         }
     }
     let isolated = match job.how.isolation {
@@ -787,9 +699,8 @@ fn bit(sig: Signal) -> u32 {
     1u32.checked_shl(sig.raw() as u32).unwrap_or(0)
 }
 
-/// The [`Failure::held`] of the spawn under way, for [`hold_stop`] (in the
-/// arena, so the child writes it where the tool reads it either way): set
-/// by the tool before the clone, cleared after (the tools have one thread).
+/// The [`Failure::held`] of the spawn under way, for [`hold_stop`]: set by
+/// the tool before the clone, cleared after (the tools have one thread).
 static HELD: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
 
 /// In the child, until exec: each job-control stop whose action is the
