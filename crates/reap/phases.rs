@@ -797,7 +797,7 @@ impl<'a> Back<'a> {
         spawn.foreground(self.jobs.handed_over);
         self.service.command(&mut spawn);
         if let Some(cg) = self.sweeper.cgroup() {
-            spawn.cgroup(cg.dir_fd(), cg.procs_fd());
+            spawn.cgroup(cg.procs_fd());
         }
         // An inner reap marks itself for this one too (pgkit::guard).
         if let Some(value) = self.sweeper.guard_env() {

@@ -5,8 +5,8 @@
 //! The directory is made below the cgroup the tool runs in (the `0::` line
 //! of `/proc/self/cgroup`, found under the cgroup2 mount that
 //! `/proc/self/mountinfo` names), before COMMAND exists; the spawn puts
-//! COMMAND into it before `execve` (`clone3`'s `CLONE_INTO_CGROUP`, or a
-//! write of `0` to its `cgroup.procs` by the child: see [`crate::spawn`]).
+//! COMMAND into it before `execve` (a write of `0` to its `cgroup.procs`
+//! by the child: see [`crate::spawn`]).
 //! The tool itself stays where it was: it never moves a process into a
 //! cgroup it was not given, and it enables no controller (its own cgroup
 //! holds a process, itself, so the kernel's "no internal processes" rule
@@ -269,11 +269,6 @@ impl Cgroup {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// The directory, for `CLONE_INTO_CGROUP`.
-    pub fn dir_fd(&self) -> BorrowedFd<'_> {
-        self.dir.as_fd()
     }
 
     /// `cgroup.procs` open for writing, for the vfork child's `0`.

@@ -83,9 +83,8 @@ impl<'a> Spawn<'a> {
     }
 
     /// Start COMMAND in the cgroup v2 of this `cgroup.procs` (open for
-    /// writing): the child writes `0` to it before exec. (`_dir`, the
-    /// cgroup's directory, is no longer used.)
-    pub fn cgroup(&mut self, _dir: BorrowedFd<'a>, procs: BorrowedFd<'a>) -> &mut Self {
+    /// writing): the child writes `0` to it before exec.
+    pub fn cgroup(&mut self, procs: BorrowedFd<'a>) -> &mut Self {
         self.cgroup = Some(procs);
         self
     }
