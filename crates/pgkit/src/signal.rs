@@ -239,19 +239,7 @@ impl SigSet {
 
     /// The valid signals of the set, in number order.
     pub fn iter(self) -> impl Iterator<Item = Signal> {
-        // Only the bits that are set are looked at.
-        let hi = rtmax();
-        let mut bits = self.0;
-        std::iter::from_fn(move || {
-            while bits != 0 {
-                let n = bits.trailing_zeros() as i32 + 1;
-                bits &= bits - 1;
-                if n <= hi {
-                    return Some(Signal(n));
-                }
-            }
-            None
-        })
+        Signal::all().filter(move |&s| self.contains(s))
     }
 
     /// From the kernel-style mask (bit `n - 1` for signal `n`).
