@@ -139,27 +139,6 @@ pub fn stop_self(sig: crate::Signal) -> bool {
     crate::sigraw::pending().contains(crate::Signal::CONT)
 }
 
-/// The line for a COMMAND stopped by `sig` (TTIN or TTOU) for reading from
-/// or writing to the terminal while it does not have it. `follows_fg`
-/// (`--foreground`): the job stops too, and `fg` hands the terminal over;
-/// else `--foreground` is what would have given it the terminal.
-pub fn background_io_line(pid: i32, sig: crate::Signal, follows_fg: bool) -> String {
-    let what = if sig == crate::Signal::TTIN {
-        "read from"
-    } else {
-        "wrote to"
-    };
-    let next = if follows_fg {
-        "the job stops with it; `fg` gives it the terminal (--foreground)"
-    } else {
-        "run with --foreground to give it the terminal"
-    };
-    format!(
-        "COMMAND (pid {pid}) is stopped by SIG{sig}: it {what} the terminal while in the \
-         background; {next}"
-    )
-}
-
 /// Job control, the same in every tool and mode: the shell's job is the
 /// tool and COMMAND together.
 ///
@@ -257,14 +236,28 @@ impl JobControl {
         self.stopped = false;
     }
 
-    /// Say once that COMMAND is stopped for a background read or write.
+    /// Say once that COMMAND is stopped by `sig` (TTIN or TTOU) for reading
+    /// from or writing to the terminal while it does not have it. With
+    /// `--foreground` the job stops too, and `fg` hands the terminal over;
+    /// else `--foreground` is what would have given it the terminal.
     pub fn hint(&mut self, pid: i32, sig: crate::Signal) {
-        if self.hinted {
-            crate::verbose!("COMMAND stopped by {sig} again");
-        } else {
-            self.hinted = true;
-            crate::warn!("{}", background_io_line(pid, sig, self.follows_fg));
+        if std::mem::replace(&mut self.hinted, true) {
+            return crate::verbose!("COMMAND stopped by {sig} again");
         }
+        let what = if sig == crate::Signal::TTIN {
+            "read from"
+        } else {
+            "wrote to"
+        };
+        let next = if self.follows_fg {
+            "the job stops with it; `fg` gives it the terminal (--foreground)"
+        } else {
+            "run with --foreground to give it the terminal"
+        };
+        crate::warn!(
+            "COMMAND (pid {pid}) is stopped by SIG{sig}: it {what} the terminal while in the \
+             background; {next}"
+        );
     }
 
     /// The tool itself received `sig` (TSTP, TTIN or TTOU): stop COMMAND's
@@ -294,19 +287,15 @@ impl JobControl {
     }
 
     fn continue_command(&mut self, child: &crate::Child) {
-        self.give_if_foreground(child);
-        crate::verbose!("continuing COMMAND");
-        self.stopped = false;
-        let _ = child.signal(crate::Target::Group, crate::Signal::CONT);
-    }
-
-    fn give_if_foreground(&mut self, child: &crate::Child) {
         if (self.handed_over || self.follows_fg) && we_are_foreground() {
             if give_to(child.pid()).is_ok() && !self.handed_over {
                 crate::verbose!("in the foreground now: terminal handed over");
             }
             self.handed_over = true;
         }
+        crate::verbose!("continuing COMMAND");
+        self.stopped = false;
+        let _ = child.signal(crate::Target::Group, crate::Signal::CONT);
     }
 
     fn stop_job(&mut self, child: &crate::Child, sig: crate::Signal) {
