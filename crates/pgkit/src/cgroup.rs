@@ -452,15 +452,10 @@ fn at(dir: &OwnedFd, name: &str, flags: OFlags) -> rustix::io::Result<OwnedFd> {
 
 /// The interface file `name` in `dir`, read whole; `None` if it cannot be.
 fn read_at(dir: &OwnedFd, name: &str) -> Option<Vec<u8>> {
-    let fd = at(dir, name, OFlags::RDONLY).ok()?;
     let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match rustix::io::read(&fd, &mut buf).ok()? {
-            0 => return Some(out),
-            n => out.extend_from_slice(&buf[..n]),
-        }
-    }
+    let file = std::fs::File::from(at(dir, name, OFlags::RDONLY).ok()?);
+    std::io::Read::read_to_end(&mut &file, &mut out).ok()?;
+    Some(out)
 }
 
 #[cfg(test)]
