@@ -73,15 +73,9 @@ pub extern "C" fn capture_and_block() {
     block(SigSet::blockable());
 }
 
-/// Add `set` to the blocked mask of the calling thread.
-pub fn block(set: SigSet) {
-    sigraw::block(set);
-}
-
-/// Remove `set` from the blocked mask of the calling thread.
-pub fn unblock(set: SigSet) {
-    sigraw::unblock(set);
-}
+/// Add a set to the blocked mask of the calling thread, or remove it (both
+/// give the mask before).
+pub use crate::sigraw::{block, unblock};
 
 impl Startup {
     /// The state captured before `main`.
