@@ -352,15 +352,7 @@ fn look() -> Result<(), Unusable> {
 /// Why a walk of `/proc` just failed although [`check`] found it usable:
 /// most often no descriptor was left to open a file with.
 pub fn diagnose() -> Unusable {
-    if let Err(e) = check() {
-        return e;
-    }
-    match std::fs::File::open("/proc/self/stat") {
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-            Unusable::NoDescriptor
-        }
-        _ => Unusable::Missing,
-    }
+    (check().and_then(|()| look())).map_or_else(|e| e, |()| Unusable::Missing)
 }
 
 /// [`check`] as a yes or no.
