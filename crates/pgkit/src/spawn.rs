@@ -164,7 +164,7 @@ impl<'a> Spawn<'a> {
             return Err(self.failure(failure.stage.get(), failure.errno.get()));
         }
         let held = failure.held.load(Ordering::Relaxed);
-        for sig in JOB_STOPS.into_iter().filter(|s| held & bit(*s) != 0) {
+        for sig in JOB_STOPS.into_iter().filter(|s| held >> s.raw() & 1 != 0) {
             crate::verbose!("COMMAND got {sig} before its exec: sent to it again");
             let _ = crate::signal::kill(pid.as_raw_pid(), sig);
         }
@@ -617,16 +617,7 @@ fn clone_vfork(job: &ChildJob<'_>, arena: &Arena) -> io::Result<(Pid, Option<Own
             break;
         }
     }
-    cloned(pid.into(), pidfd)
-}
-
-/// What a clone returned: the child's pid (or the clone's error), and its
-/// pidfd where CLONE_PIDFD made one.
-fn cloned(pid: libc::c_long, pidfd: c_int) -> io::Result<(Pid, Option<OwnedFd>)> {
-    let pid = i32::try_from(pid)
-        .ok()
-        .and_then(crate::typed_pid)
-        .ok_or_else(io::Error::last_os_error)?;
+    let pid = crate::typed_pid(pid).ok_or_else(io::Error::last_os_error)?;
     // SAFETY: a new close-on-exec descriptor from CLONE_PIDFD, nobody else's.
     let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
     Ok((pid, pidfd))
@@ -690,13 +681,9 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
     127
 }
 
-/// The signals that stop a process for job control and can be caught.
+/// The signals that stop a process for job control and can be caught (each
+/// a bit of [`Failure::held`]: they are below 32).
 const JOB_STOPS: [Signal; 3] = [Signal::TSTP, Signal::TTIN, Signal::TTOU];
-
-/// `sig`'s bit in [`Failure::held`] (job-control stops are below 32).
-fn bit(sig: Signal) -> u32 {
-    1u32.checked_shl(sig.raw() as u32).unwrap_or(0)
-}
 
 /// The [`Failure::held`] of the spawn under way, for [`hold_stop`]: set by
 /// the tool before the clone, cleared after (the tools have one thread).
