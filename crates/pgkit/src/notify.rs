@@ -481,27 +481,16 @@ fn private_dir() -> std::io::Result<PathBuf> {
             (!first.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(first)))
         })
         .unwrap_or_else(std::env::temp_dir);
-    let pid = std::process::id();
-    let mut n = 0u32;
-    loop {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let dir = base.join(format!("pgwrap-notify.{pid}.{nanos:x}{n}"));
-        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => {
-                if let Err(e) =
-                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
-                {
-                    let _ = std::fs::remove_dir(&dir);
-                    return Err(e);
-                }
-                return Ok(dir);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 16 => n += 1,
-            Err(e) => return Err(e),
-        }
+    // Named by our pid and 32 random bits: a namesake (a pid of another
+    // PID namespace, and the same bits) is refused, not reused.
+    let (pid, random) = (std::process::id(), secret_name()?);
+    let dir = base.join(format!("pgwrap-notify.{pid}.{}", &random[..8]));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    if let Err(e) = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)) {
+        let _ = std::fs::remove_dir(&dir);
+        return Err(e);
     }
+    Ok(dir)
 }
 
 /// The socket's name: 128 random bits, in hex (the secret that keeps
