@@ -47,15 +47,17 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 /// Where COMMAND is put.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Isolation {
     /// `setpgid(0, 0)`: a new process group in the caller's session.
+    #[default]
     Group,
     /// `setsid()`: a new session (and group), without a controlling terminal.
     Session,
 }
 
 /// How to start COMMAND.
+#[derive(Default)]
 pub struct Spawn<'a> {
     argv: Vec<OsString>,
     env: Vec<(OsString, Option<OsString>)>,
@@ -73,12 +75,7 @@ impl<'a> Spawn<'a> {
     pub fn new(argv: &[OsString]) -> Spawn<'a> {
         Spawn {
             argv: argv.to_vec(),
-            env: Vec::new(),
-            own_pid_vars: Vec::new(),
-            isolation: Isolation::Group,
-            pdeathsig: None,
-            foreground: false,
-            cgroup: None,
+            ..Spawn::default()
         }
     }
 
@@ -290,31 +287,29 @@ impl<'a> Spawn<'a> {
         if !stage.is_empty() {
             return Error::sys(&format!("{stage} for '{name}'"), err);
         }
-        match errno {
-            libc::ENOENT => match self.argv.first().and_then(|p| missing_interpreter(p)) {
-                // The file is there: what is missing is its `#!` interpreter.
-                Some((path, interpreter)) => Error {
-                    code: NOT_FOUND,
-                    msg: format!(
+        let (code, msg) = match errno {
+            libc::ENOENT => (
+                NOT_FOUND,
+                match self.argv.first().and_then(|p| missing_interpreter(p)) {
+                    // The file is there: what is missing is its `#!` interpreter.
+                    Some((path, interpreter)) => format!(
                         "'{}': its interpreter '{}' not found (the #! line names it; \
                          install it or change the line)",
                         path.to_string_lossy(),
                         interpreter.to_string_lossy()
                     ),
-                },
-                None => Error {
-                    code: NOT_FOUND,
-                    msg: format!(
+                    None => format!(
                         "'{name}': command not found{}",
                         crate::cli::not_found_hint()
                     ),
                 },
-            },
-            _ => Error {
-                code: CANNOT_EXEC,
-                msg: format!("'{name}': cannot execute: {}", describe(&err)),
-            },
-        }
+            ),
+            _ => (
+                CANNOT_EXEC,
+                format!("'{name}': cannot execute: {}", describe(&err)),
+            ),
+        };
+        Error { code, msg }
     }
 }
 
