@@ -5,6 +5,7 @@
 //! to the tool is passed on), and each record names the sender, which `-v`
 //! prints and `reap` uses to tell who asked it to stop.
 
+use crate::procfs::own_pid;
 use crate::signal::{SigSet, Signal};
 use std::io;
 use std::mem::MaybeUninit;
@@ -158,27 +159,17 @@ impl SignalFd {
                 self.failures.set(0);
             }
             // A signalfd returns whole records only.
-            let records = got.len() / SIGINFO_SIZE;
-            out.reserve(records);
             for record in got.chunks_exact(SIGINFO_SIZE) {
-                let signo = field(record, SSI_SIGNO);
-                let pid = field(record, SSI_PID);
-                let code = field(record, SSI_CODE) as i32;
-                let own_pipe = signo == libc::SIGPIPE as u32
-                    && code == libc::SI_USER
-                    && pid == std::process::id();
-                if own_pipe {
+                let [signo, from, code] =
+                    [SSI_SIGNO, SSI_PID, SSI_CODE].map(|at| field(record, at));
+                let (from, code) = (from as i32, code as i32);
+                if signo == libc::SIGPIPE as u32 && code == libc::SI_USER && from == own_pid() {
                     continue;
                 }
-                if let Some(signal) = Signal::from_raw(signo as i32) {
-                    out.push(Received {
-                        signal,
-                        from: pid as i32,
-                        code,
-                    });
-                }
+                let signal = Signal::from_raw(signo as i32);
+                out.extend(signal.map(|signal| Received { signal, from, code }));
             }
-            if records < RECORDS {
+            if got.len() < RECORDS * SIGINFO_SIZE {
                 return Ok(());
             }
         }
