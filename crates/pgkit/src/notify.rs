@@ -132,30 +132,15 @@ impl Relay {
                     crate::error::describe(&e)
                 )
             })?;
-        let unable = |e: std::io::Error| {
+        let (own, files) = own_socket().map_err(|e| {
             let e = crate::error::describe(&e);
             format!(
                 "unable to make a notification socket for COMMAND ({e}): COMMAND runs without it"
             )
-        };
-        let dir = private_dir().map_err(unable)?;
-        let (own, path) = secret_name()
-            .map(|name| dir.join(name))
-            .and_then(|path| {
-                let s = UnixDatagram::bind(&path)?;
-                // Writable by whatever user COMMAND becomes; bind's mode
-                // went through the umask.
-                rustix::fs::chmod(&path, rustix::fs::Mode::from_raw_mode(0o777))?;
-                s.set_nonblocking(true)?;
-                Ok((s, path))
-            })
-            .map_err(|e| {
-                let _ = std::fs::remove_dir_all(&dir);
-                unable(e)
-            })?;
+        })?;
         Ok(Relay {
             own,
-            files: Leftover { path, dir },
+            files,
             upstream,
             owner: true,
         })
@@ -468,11 +453,12 @@ impl Service {
     }
 }
 
-/// A new directory for the socket: under `$RUNTIME_DIRECTORY` (systemd's
-/// `RuntimeDirectory=`), else the temporary directory; 0711 whatever the
-/// umask: any user can reach a socket in it by name, nobody else can list
-/// it.
-fn private_dir() -> std::io::Result<PathBuf> {
+/// COMMAND's socket, bound and non-blocking, writable by all (0777), under
+/// a secret name in a new directory of its own: under `$RUNTIME_DIRECTORY`
+/// (systemd's `RuntimeDirectory=`), else the temporary directory; 0711
+/// whatever the umask: any user can reach a socket in it by name, nobody
+/// else can list it. Nothing is left where it cannot be made.
+fn own_socket() -> std::io::Result<(UnixDatagram, Leftover)> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let base = std::env::var_os("RUNTIME_DIRECTORY")
         .and_then(|v| {
@@ -481,16 +467,26 @@ fn private_dir() -> std::io::Result<PathBuf> {
             (!first.is_empty()).then(|| PathBuf::from(OsStr::from_bytes(first)))
         })
         .unwrap_or_else(std::env::temp_dir);
-    // Named by our pid and 32 random bits: a namesake (a pid of another
-    // PID namespace, and the same bits) is refused, not reused.
-    let (pid, random) = (std::process::id(), secret_name()?);
+    // The directory named by our pid and 32 random bits: a namesake (a pid
+    // of another PID namespace, and the same bits) is refused, not reused.
+    let (pid, random, name) = (std::process::id(), secret_name()?, secret_name()?);
     let dir = base.join(format!("pgwrap-notify.{pid}.{}", &random[..8]));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    if let Err(e) = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)) {
-        let _ = std::fs::remove_dir(&dir);
-        return Err(e);
-    }
-    Ok(dir)
+    let files = Leftover {
+        path: dir.join(name),
+        dir,
+    };
+    let made = (|| {
+        std::fs::set_permissions(&files.dir, std::fs::Permissions::from_mode(0o711))?;
+        let s = UnixDatagram::bind(&files.path)?;
+        // Writable by whatever user COMMAND becomes; bind's mode went
+        // through the umask.
+        rustix::fs::chmod(&files.path, rustix::fs::Mode::from_raw_mode(0o777))?;
+        s.set_nonblocking(true)?;
+        Ok(s)
+    })();
+    made.map(|s| (s, files.clone()))
+        .inspect_err(|_| files.remove())
 }
 
 /// The socket's name: 128 random bits, in hex (the secret that keeps
