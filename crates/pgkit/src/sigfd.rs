@@ -74,15 +74,9 @@ impl SignalFd {
     /// The deadline to sleep until: `deadline`, or the end of the hold
     /// that still runs if that comes first. A hold whose time has come is
     /// ended here (SIGCHLD is watched again, and the descriptor is readable
-    /// at once if one is pending). The clock is read (`now`) only while a
-    /// hold runs: the wait right after a signal is passed on reads none.
-    pub fn wake_by(
-        &mut self,
-        deadline: Option<Instant>,
-        now: impl FnOnce() -> Instant,
-    ) -> Option<Instant> {
+    /// at once if one is pending).
+    pub fn wake_by(&mut self, deadline: Option<Instant>, now: Instant) -> Option<Instant> {
         if let Some(end) = self.held {
-            let now = now();
             if now >= end {
                 if crate::sigraw::signalfd_set(self.fd.as_fd(), self.set).is_ok() {
                     self.held = None;
@@ -94,10 +88,7 @@ impl SignalFd {
                 }
             }
         }
-        match (deadline, self.held) {
-            (Some(d), Some(h)) => Some(d.min(h)),
-            (d, h) => d.or(h),
-        }
+        deadline.into_iter().chain(self.held).min()
     }
 
     /// Every signal pending now, in arrival order per signal; empty if none.
