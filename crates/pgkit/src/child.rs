@@ -83,11 +83,6 @@ pub(crate) fn waitid(pid: Pid, options: WaitIdOptions) -> io::Result<Option<Wait
     }
 }
 
-/// Whether a `waitid` result is a stop or continue (not an exit).
-fn is_job(s: &WaitIdStatus) -> bool {
-    s.stopped() || s.continued() || s.trapped()
-}
-
 /// Decode a status in `wait(2)`'s form (the `exit_code` of `/proc/PID/stat`).
 fn wait_status(code: i32) -> Status {
     match code & 0x7f {
@@ -249,7 +244,8 @@ impl Child {
                 | WaitIdOptions::CONTINUED
                 | WaitIdOptions::NOWAIT;
             match waitid(self.pid, options) {
-                Ok(Some(info)) if is_job(&info) => {
+                // A stop or continue, not an exit.
+                Ok(Some(info)) if info.stopped() || info.continued() || info.trapped() => {
                     // Taken from the kernel now, or it would be seen twice.
                     self.job = self.ask_job().or(self.job);
                     self.job_looked = true;

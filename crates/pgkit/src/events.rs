@@ -161,17 +161,14 @@ fn quoted(out: &mut String, s: &str) {
     out.push('"');
 }
 
-fn monotonic_ns() -> i64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
-
 /// Format one event line: the common fields, then `fields` in order;
 /// `None` for a line longer than [`LINE`].
 fn format(event: &str, fields: &[(&str, Value<'_>)]) -> Option<String> {
     let mut line = String::with_capacity(256);
     let (tool, pid) = (crate::log::tool(), std::process::id());
-    let _ = write!(line, "{{\"v\":{VERSION},\"t\":{},", monotonic_ns());
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let t = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
+    let _ = write!(line, "{{\"v\":{VERSION},\"t\":{t},");
     let _ = write!(line, "\"tool\":\"{tool}\",\"pid\":{pid},\"event\":");
     quoted(&mut line, event);
     for (key, value) in fields {

@@ -146,11 +146,6 @@ impl Relay {
         })
     }
 
-    /// COMMAND's `NOTIFY_SOCKET`.
-    pub fn socket_path(&self) -> OsString {
-        self.files.path.clone().into_os_string()
-    }
-
     /// Close this copy of the relay's sockets without removing the socket
     /// file: for the second process of a tool that forked after opening the
     /// relay (reap's back), which passes the path on and never reads. The
@@ -391,7 +386,7 @@ impl Service {
         Service::of(
             std::process::id(),
             |key| std::env::var_os(key),
-            relay.map(Relay::socket_path),
+            relay.map(|r| r.files.path.clone().into_os_string()),
         )
     }
 

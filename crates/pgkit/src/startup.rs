@@ -119,25 +119,6 @@ impl Startup {
     // mask), computed before the clone: the child's side is plain system
     // calls.
 
-    /// Drop every signal pending in the child now. A child is born with no
-    /// pending signal but one: a signal sent to the tool's process group
-    /// while the kernel was creating the child is delivered to the child as
-    /// well (so that a group signal cannot miss a process being forked).
-    /// The tool got the same signal and acts on it by its own rules (it may
-    /// drop it, or forward it once); COMMAND must not get a second copy of
-    /// it, or one the tool dropped. Call after leaving the tool's group, so
-    /// no other can arrive that way. Setting a pending signal to SIG_IGN
-    /// discards it; the caller's disposition is put back right after.
-    fn discard_pending(&self) {
-        for sig in sigraw::pending().iter() {
-            // The disposition now is the caller's (the tool changes none
-            // but SIGCHLD's, which `restore` sets after this).
-            let was = sigraw::disposition(sig);
-            let _ = sigraw::set_disposition(sig, true);
-            let _ = sigraw::set_disposition(sig, was == Disposition::Ignore);
-        }
-    }
-
     /// Put the caller's dispositions and mask back. Call only in a forked
     /// child before `execve`: it makes async-signal-safe calls only, and it
     /// unblocks last, so a signal pending in the child is delivered to
@@ -151,7 +132,22 @@ impl Startup {
     /// is in place before any signal can be delivered. Async-signal-safe if
     /// `before_unblock` is.
     pub fn restore_with(&self, before_unblock: impl FnOnce()) {
-        self.discard_pending();
+        // Drop every signal pending in the child now. A child is born with no
+        // pending signal but one: a signal sent to the tool's process group
+        // while the kernel was creating the child is delivered to the child as
+        // well (so that a group signal cannot miss a process being forked).
+        // The tool got the same signal and acts on it by its own rules (it may
+        // drop it, or forward it once); COMMAND must not get a second copy of
+        // it, or one the tool dropped. Call after leaving the tool's group, so
+        // no other can arrive that way. Setting a pending signal to SIG_IGN
+        // discards it; the caller's disposition is put back right after.
+        for sig in sigraw::pending().iter() {
+            // The disposition now is the caller's (the tool changes none
+            // but SIGCHLD's, which is set after this).
+            let was = sigraw::disposition(sig);
+            let _ = sigraw::set_disposition(sig, true);
+            let _ = sigraw::set_disposition(sig, was == Disposition::Ignore);
+        }
         if self.ignore_children {
             let _ = sigraw::set_disposition(Signal::CHLD, true);
         }
