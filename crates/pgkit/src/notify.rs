@@ -430,12 +430,9 @@ impl Service {
     pub fn command_started(&self) {
         let Some(n) = self.listen else { return };
         for fd in LISTEN_FDS_START..LISTEN_FDS_START.saturating_add(n) {
-            // The descriptor is not the tool's (systemd passed it): two
-            // integer calls on its number (a number not open gets EBADF).
-            use crate::sigraw::{int_call, IntCall};
-            if let Ok(flags) = int_call(IntCall::FdFlags(fd)) {
-                let _ = int_call(IntCall::SetFdFlags(fd, flags | libc::FD_CLOEXEC));
-            }
+            // The descriptor is not the tool's (systemd passed it): an
+            // integer call on its number (a number not open gets EBADF).
+            let _ = crate::sigraw::int_call(crate::sigraw::IntCall::CloseOnExec(fd));
         }
     }
 

@@ -255,10 +255,8 @@ pub enum IntCall {
     OwnSession,
     /// `getpgid(pid)`: the group of process `pid`, or this process's for 0.
     Group(i32),
-    /// `fcntl(fd, F_GETFD)`.
-    FdFlags(RawFd),
-    /// `fcntl(fd, F_SETFD, flags)`.
-    SetFdFlags(RawFd, i32),
+    /// `fcntl(fd, F_SETFD, FD_CLOEXEC)` (the one descriptor flag).
+    CloseOnExec(RawFd),
 }
 
 /// Make `call`: its result, or the error.
@@ -275,17 +273,15 @@ pub fn int_call(call: IntCall) -> io::Result<i32> {
         ),
         IntCall::OwnSession => (libc::SYS_getsid, [0; 4]),
         IntCall::Group(pid) => (libc::SYS_getpgid, [pid.into(), 0, 0, 0]),
-        IntCall::FdFlags(fd) => (libc::SYS_fcntl, [fd.into(), libc::F_GETFD.into(), 0, 0]),
-        IntCall::SetFdFlags(fd, flags) => (
+        IntCall::CloseOnExec(fd) => (
             libc::SYS_fcntl,
-            [fd.into(), libc::F_SETFD.into(), flags.into(), 0],
+            [fd.into(), libc::F_SETFD.into(), libc::FD_CLOEXEC.into(), 0],
         ),
     };
     // SAFETY: each call above takes integers only (a 0 where a pointer is
     // optional), reads and writes no memory of the process, and changes
     // nothing Rust relies on: it sends a signal, arms the parent-death
-    // signal, reads an id, or copies a descriptor or reads or sets its
-    // close-on-exec flag. A descriptor that is not open only fails.
+    // signal, reads an id, or sets a descriptor's close-on-exec flag. A descriptor that is not open only fails.
     // Async-signal-safe, so sound in a vfork child too.
     let r = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3]) };
     if r < 0 {
@@ -479,11 +475,11 @@ mod tests {
         assert_eq!(int_call(IntCall::Group(own)).unwrap(), f[0]);
         let (r, _w) = rustix::pipe::pipe().unwrap();
         let fd = r.as_raw_fd();
-        int_call(IntCall::SetFdFlags(fd, libc::FD_CLOEXEC)).unwrap();
-        assert_eq!(int_call(IntCall::FdFlags(fd)).unwrap(), libc::FD_CLOEXEC);
-        int_call(IntCall::SetFdFlags(fd, 0)).unwrap();
-        assert_eq!(int_call(IntCall::FdFlags(fd)).unwrap(), 0);
-        let closed = int_call(IntCall::FdFlags(-1)).unwrap_err();
+        let cloexec = |r| rustix::io::fcntl_getfd(r).unwrap() == rustix::io::FdFlags::CLOEXEC;
+        assert!(!cloexec(&r));
+        int_call(IntCall::CloseOnExec(fd)).unwrap();
+        assert!(cloexec(&r));
+        let closed = int_call(IntCall::CloseOnExec(-1)).unwrap_err();
         assert_eq!(closed.raw_os_error(), Some(libc::EBADF));
         let e = int_call(IntCall::Kill(i32::MAX, Signal::TERM)).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ESRCH));
