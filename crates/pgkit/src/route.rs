@@ -14,10 +14,8 @@ pub struct Route {
     pub forward: SigSet,
     /// Who gets them.
     pub to: Target,
-    /// The FROM of every `--map`.
-    mapped: SigSet,
-    /// `as_[FROM]` = TO's number, for FROM in `mapped`.
-    as_: [u8; 65],
+    /// `as_[FROM]`: the TO of `--map FROM:TO`.
+    as_: [Option<Signal>; 65],
 }
 
 impl Route {
@@ -26,55 +24,45 @@ impl Route {
         Route {
             forward,
             to,
-            mapped: SigSet::EMPTY,
-            as_: [0; 65],
+            as_: [None; 65],
         }
     }
 
     /// Add `--map FROM:TO` (FROM once: a second map of it is refused).
     pub fn map(&mut self, from: Signal, to: Signal, opt: &str) -> Result<(), Error> {
-        if let Some(before) = self.mapped(from) {
+        if let Some(before) = self.as_[from.raw() as usize] {
             return Err(Error::usage(format!(
                 "{opt} {from}:{to} contradicts {from}:{before} given before (map each signal once)"
             )));
         }
         cli::catchable(SigSet::of(&[from]), opt)?;
-        self.mapped.insert(from);
-        self.as_[from.raw() as usize] = to.raw() as u8;
+        self.as_[from.raw() as usize] = Some(to);
         Ok(())
-    }
-
-    /// What `from` is passed on as, if it is mapped.
-    fn mapped(&self, from: Signal) -> Option<Signal> {
-        self.mapped
-            .contains(from)
-            .then(|| Signal::from_raw(self.as_[from.raw() as usize].into()))
-            .flatten()
     }
 
     /// What COMMAND gets when the tool receives `sig`, if anything.
     pub fn route(&self, sig: Signal) -> Option<Signal> {
-        self.mapped(sig)
-            .or_else(|| self.forward.contains(sig).then_some(sig))
+        self.as_[sig.raw() as usize].or_else(|| self.forward.contains(sig).then_some(sig))
     }
 
     /// Every signal the tool must catch to route: the forwarded and the
     /// mapped ones.
     pub fn caught(&self) -> SigSet {
-        self.forward.union(self.mapped)
+        self.forward
+            .union(self.maps().map(|(from, _)| from).collect())
     }
 
     /// The signals no longer routed (the caller left them ignored).
     pub fn drop(&mut self, sigs: SigSet) {
         self.forward = self.forward.minus(sigs);
-        self.mapped = self.mapped.minus(sigs);
+        for sig in sigs.iter() {
+            self.as_[sig.raw() as usize] = None;
+        }
     }
 
     /// `(FROM, TO)` of every map, in signal order.
     pub fn maps(&self) -> impl Iterator<Item = (Signal, Signal)> + '_ {
-        self.mapped
-            .iter()
-            .filter_map(|from| Some((from, self.mapped(from)?)))
+        Signal::all().filter_map(|from| Some((from, self.as_[from.raw() as usize]?)))
     }
 }
 
