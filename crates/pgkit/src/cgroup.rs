@@ -90,19 +90,15 @@ pub fn own_dir(mountinfo: &[u8], cgroup: &[u8]) -> Result<PathBuf, String> {
         .split(|&b| b == b'\n')
         .find_map(|l| l.strip_prefix(b"0::"))
         .ok_or("no cgroup2 mount (/proc/self/cgroup has no 0:: line): cgroup v2 is not in use")?;
-    let mut found = None;
-    for line in mountinfo.split(|&b| b == b'\n') {
-        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
-        let Some(dash) = fields.iter().position(|&f| f == b"-") else {
-            continue;
-        };
-        if fields.get(dash + 1) != Some(&&b"cgroup2"[..]) || fields.len() < 5 {
-            continue;
-        }
-        // The last cgroup2 mount wins: it is the one on top.
-        found = Some((unescape(fields[3]), unescape(fields[4])));
-    }
-    let (root, point) = found.ok_or("no cgroup2 mount (see /proc/self/mountinfo)")?;
+    // The last cgroup2 mount wins (it is the one on top): found from the end.
+    let (root, point) = (mountinfo.rsplit(|&b| b == b'\n'))
+        .find_map(|line| {
+            let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+            let dash = fields.iter().position(|&f| f == b"-")?;
+            let cgroup2 = fields.get(dash + 1) == Some(&&b"cgroup2"[..]) && fields.len() >= 5;
+            cgroup2.then(|| (unescape(fields[3]), unescape(fields[4])))
+        })
+        .ok_or("no cgroup2 mount (see /proc/self/mountinfo)")?;
     // The mount shows the hierarchy from `root` down: reap's cgroup must be
     // in that part of it.
     let rel = if root == b"/" {
@@ -321,22 +317,22 @@ impl Cgroup {
             .collect();
         let mut sent = 0;
         for batch in listed.chunks(BATCH) {
-            let opened: Vec<(i32, Option<OwnedFd>)> = batch
+            let opened: Vec<(i32, _, Option<OwnedFd>)> = batch
                 .iter()
-                .filter_map(|&pid| match pidfd::open(crate::typed_pid(pid)?) {
-                    Ok(fd) => Some((pid, Some(fd))),
-                    Err(e) if pidfd::unsupported(&e) => Some((pid, None)),
-                    Err(_) => None,
+                .filter_map(|&pid| {
+                    let typed = crate::typed_pid(pid)?;
+                    match pidfd::open(typed) {
+                        Ok(fd) => Some((pid, typed, Some(fd))),
+                        Err(e) if pidfd::unsupported(&e) => Some((pid, typed, None)),
+                        Err(_) => None,
+                    }
                 })
                 .collect();
             // Still listed after the pidfd was opened: the pidfd names a
             // member (or a process that is gone).
             let now: BTreeSet<i32> = self.members().into_iter().collect();
-            for (pid, fd) in opened.iter().filter(|(p, _)| now.contains(p)) {
-                let Some(typed) = crate::typed_pid(*pid) else {
-                    continue;
-                };
-                let fd = fd.as_ref().map(|f| f.as_fd());
+            for (pid, typed, fd) in opened.iter().filter(|(p, ..)| now.contains(p)) {
+                let (typed, fd) = (*typed, fd.as_ref().map(|f| f.as_fd()));
                 if pidfd::send_or_kill(fd, typed, sig).is_ok() {
                     sent += 1;
                     done.insert(*pid);
