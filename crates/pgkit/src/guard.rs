@@ -111,7 +111,10 @@ impl Spare {
     /// The value COMMAND gets: the entries of the tool's own `VAR`
     /// (well-formed ones, the newest kept), then this graceful's.
     pub fn export(&self) -> OsString {
-        let start = procfs::stat(procfs::own_pid()).map_or(0, |p| p.start);
+        let start = procfs::read("/proc/self/stat")
+            .ok()
+            .and_then(|t| procfs::parse_stat(&t))
+            .map_or(0, |p| p.start);
         let own = format!(
             "{}:{start}:{}:{}",
             procfs::own_pid(),
