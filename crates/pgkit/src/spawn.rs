@@ -202,7 +202,23 @@ impl<'a> Spawn<'a> {
             .iter()
             .map(|c| cstr(c, "path"))
             .collect::<Result<_, _>>()?;
-        Ok(Image::new(candidates, args, self.environment()?))
+        let argv = (args.iter().map(|c| c.as_ptr()))
+            .chain(std::iter::once(std::ptr::null()))
+            .collect();
+        let sh_argv = std::iter::once(SHELL.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .chain(args.iter().skip(1).map(|c| c.as_ptr()))
+            .chain(std::iter::once(std::ptr::null()))
+            .map(Cell::new)
+            .collect();
+        let env = self.environment()?;
+        Ok(Image {
+            candidates,
+            _args: args,
+            argv,
+            sh_argv,
+            env,
+        })
     }
 
     /// COMMAND's environment: the tool's own entries, less every one of a
@@ -382,22 +398,14 @@ impl Environment {
     /// runs in the vfork child, which alone uses this environment (the
     /// parent is suspended until the child has exec'd).
     fn fill_pid(&self, pid: i32) {
-        let mut digits = [0u8; 11];
-        let mut n = pid.unsigned_abs();
-        let mut len = 0;
-        loop {
-            digits[len] = b'0' + (n % 10) as u8;
-            len += 1;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
+        let len = pid.unsigned_abs().checked_ilog10().unwrap_or(0) as usize + 1;
         for (slot, at) in &self.pid_slots {
-            // Each slot has 12 bytes from `at`: at most 10 digits, then the
-            // NUL that follows them (already zero).
-            for (i, cell) in slot[*at..].iter().take(len).enumerate() {
-                cell.set(digits[len - 1 - i]);
+            // Each slot has 12 bytes from `at`: at most 10 digits, written
+            // from the last, then the NUL that follows them (already zero).
+            let mut n = pid.unsigned_abs();
+            for cell in slot[*at..*at + len].iter().rev() {
+                cell.set(b'0' + (n % 10) as u8);
+                n /= 10;
             }
         }
     }
@@ -441,27 +449,6 @@ struct Image {
 const SHELL: &CStr = c"/bin/sh";
 
 impl Image {
-    fn new(candidates: Vec<CString>, args: Vec<CString>, env: Environment) -> Image {
-        let argv = args
-            .iter()
-            .map(|c| c.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect();
-        let sh_argv = std::iter::once(SHELL.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .chain(args.iter().skip(1).map(|c| c.as_ptr()))
-            .chain(std::iter::once(std::ptr::null()))
-            .map(Cell::new)
-            .collect();
-        Image {
-            candidates,
-            _args: args,
-            argv,
-            sh_argv,
-            env,
-        }
-    }
-
     /// Try each candidate as `execvp` does; returns only on failure, with
     /// its errno. Allocation-free: runs in the child.
     fn exec(&self) -> c_int {
