@@ -349,20 +349,14 @@ pub fn exit_as(status: crate::Status) {
 /// started was killed), a count without a value left out; `killed`: that
 /// process was killed.
 pub fn exit_with(status: i32, cause: &str, killed: bool, counts: &[(&str, Option<u64>)]) {
-    let dropped = dropped();
     let mut fields = vec![
         ("status", int(status)),
         ("cause", Value::Str(cause)),
-        ("dropped", Value::Int(dropped as i64)),
+        ("dropped", Value::Int(dropped() as i64)),
     ];
-    if killed {
-        fields.push(("killed", Value::Bool(true)));
-    }
-    for &(name, value) in counts {
-        if let Some(v) = value {
-            fields.push((name, Value::Int(i64::try_from(v).unwrap_or(i64::MAX))));
-        }
-    }
+    fields.extend(killed.then_some(("killed", Value::Bool(true))));
+    let count = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
+    fields.extend(counts.iter().filter_map(|&(n, v)| Some((n, count(v?)))));
     emit("exit", &fields);
 }
 
