@@ -105,17 +105,13 @@ fn scan() -> Option<Vec<Proc>> {
     for p in procfs::all()? {
         by_parent.entry(p.ppid).or_default().push(p);
     }
-    let mut out = Vec::new();
-    let mut next = vec![own_pid()];
-    while !next.is_empty() {
-        let mut deeper = Vec::new();
-        for parent in next {
-            for p in by_parent.remove(&parent).unwrap_or_default() {
-                deeper.push(p.pid);
-                out.push(p);
-            }
-        }
-        next = deeper;
+    // Level by level: each process's children are added after every
+    // process found before it.
+    let mut out = by_parent.remove(&own_pid()).unwrap_or_default();
+    let mut at = 0;
+    while let Some(parent) = out.get(at).map(|p| p.pid) {
+        out.extend(by_parent.remove(&parent).unwrap_or_default());
+        at += 1;
     }
     Some(out)
 }
@@ -245,11 +241,10 @@ pub fn await_exit(procs: &[Proc], bound: std::time::Duration) {
             }
             continue;
         }
-        let mut at = 0;
-        fds.retain(|_| {
-            at += 1;
-            !ready.contains(&(at - 1))
-        });
+        // The indices are in order: removed from the last.
+        for at in ready.into_iter().rev() {
+            fds.remove(at);
+        }
     }
 }
 
@@ -277,6 +272,40 @@ mod tests {
     fn own_tree() {
         assert!(usable());
         assert!(descendants().is_some());
+    }
+
+    #[test]
+    fn the_scan_finds_what_the_walk_finds() {
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let below = |procs: Vec<Proc>| {
+            let mut mine: Vec<(i32, i32)> = (procs.iter())
+                .filter(|p| p.pid == pid || p.ppid == pid)
+                .map(|p| (p.pid, p.ppid))
+                .collect();
+            mine.sort();
+            mine
+        };
+        let mut found = Vec::new();
+        for _ in 0..200 {
+            found = walk().map(below).unwrap_or_default();
+            if found.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let scanned = scan().map(below);
+        // The sleep first (by its pid, as the walk found it), then sh.
+        for &(p, _) in found.iter().filter(|(p, _)| *p != pid) {
+            let _ = signal::kill(p, Signal::KILL);
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(found.len(), 2, "sh and its sleep: {found:?}");
+        assert_eq!(scanned, Some(found));
     }
 
     #[test]
