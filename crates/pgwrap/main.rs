@@ -69,9 +69,7 @@ fn run() -> ! {
         for r in received.drain(..) {
             pass_on(&config, &child, &mut jobs, r);
         }
-        if let Some(relay) = relay.as_mut() {
-            relay.relay();
-        }
+        relay.iter_mut().for_each(notify::Relay::relay);
         if pid1 {
             // Init of its namespace: orphans are re-parented to pgwrap and
             // reaped as they exit; COMMAND stays pinned for its group.
@@ -95,9 +93,8 @@ fn run() -> ! {
     }
     verbose!("COMMAND {status}");
     // What COMMAND said last is sent on; then the socket goes.
-    if let Some(mut relay) = relay {
-        relay.relay();
-    }
+    relay.iter_mut().for_each(notify::Relay::relay);
+    drop(relay);
     exit::finish(status)
 }
 
