@@ -49,11 +49,9 @@ fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>, ready:
             crate::warn!("{line}");
         }
     }
-    let mut nap = Duration::from_millis(5u64 << n.min(8)).min(Duration::from_secs(1));
-    if let Some(d) = deadline {
-        nap = nap.min(d.saturating_duration_since(Instant::now()));
-    }
-    std::thread::sleep(nap);
+    let nap = Duration::from_millis(5u64 << n.min(8)).min(Duration::from_secs(1));
+    let left = deadline.map_or(nap, |d| d.saturating_duration_since(Instant::now()));
+    std::thread::sleep(nap.min(left));
     ready.extend(0..ours);
 }
 
