@@ -147,31 +147,9 @@ pub fn uptime_ticks() -> Option<u64> {
         .checked_add(hundredths)
 }
 
-/// A small `/proc` file, whole: open, one read, close.
-/// `std::fs::read_to_string` would add a `statx`, a read per doubling of its
-/// buffer and a last read for the end of file: eight system calls for a
-/// `stat` line instead of three. A `/proc` file is generated whole on the
-/// first read (`stat`, `status`), or record by record for as long as the
-/// buffer has room (`children`), so a read that leaves room got all there
-/// was; one that fills the buffer is followed by reads until the end of file
-/// (not `read_to_end`, which asks `statx` for a size `/proc` does not know).
+/// A `/proc` file, whole.
 pub fn read(path: &str) -> io::Result<Vec<u8>> {
-    use rustix::fs::{Mode, OFlags};
-    let file = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
-    // `status` is about 1.4 KiB; `children` fills 4 KiB at ~600 pids. The
-    // read goes to the spare capacity: nothing is zeroed first.
-    let mut buf = Vec::with_capacity(4096);
-    loop {
-        let room = buf.capacity() - buf.len();
-        match rustix::io::read(&file, rustix::buffer::spare_capacity(&mut buf)) {
-            Ok(0) => break,
-            Ok(n) if n < room => break,
-            Ok(_) => buf.reserve(buf.capacity()),
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(buf)
+    std::fs::read(path)
 }
 
 /// `/proc/PID/stat`, or `None` if there is no such process.
