@@ -149,11 +149,6 @@ pub fn wait_all(
         drop(timer);
         return after_failure(&e.into(), ours, deadline, ready);
     }
-    // Written only when it changes: after reap's fork, a store to this page
-    // on every wake would be the front's copy-on-write fault on the path
-    // of the first signal.
-    if FAILURES.load(Ordering::Relaxed) != 0 {
-        FAILURES.store(0, Ordering::Relaxed);
-    }
+    FAILURES.store(0, Ordering::Relaxed);
     ready.extend((0..ours).filter(|&i| !pfds[i].revents().is_empty()));
 }

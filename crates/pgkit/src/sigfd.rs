@@ -146,9 +146,7 @@ impl SignalFd {
                     return Err(e.into());
                 }
             };
-            if self.failures.get() != 0 {
-                self.failures.set(0);
-            }
+            self.failures.set(0);
             // A signalfd returns whole records only.
             for record in got.chunks_exact(SIGINFO_SIZE) {
                 let [signo, from, code] =
