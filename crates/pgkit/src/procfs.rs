@@ -8,6 +8,7 @@
 //! the sweep cannot kill, so every field is found by position in bytes.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// A process name as `/proc/PID/stat` shows it: up to 15 bytes, any bytes.
@@ -152,6 +153,15 @@ pub fn read(path: &str) -> io::Result<Vec<u8>> {
     std::fs::read(path)
 }
 
+/// Set once by the tools' start-up hook: the process has one thread, so
+/// its children are all in its main thread's `children` file.
+static SINGLE_THREADED: AtomicBool = AtomicBool::new(false);
+
+/// Called by the start-up hook of a tool (which starts no thread).
+pub(crate) fn single_threaded() {
+    SINGLE_THREADED.store(true, Ordering::Relaxed);
+}
+
 /// `/proc/PID/stat`, or `None` if there is no such process.
 pub fn stat(pid: i32) -> Option<Proc> {
     if pid <= 0 {
@@ -209,6 +219,12 @@ pub(crate) fn own_pid() -> i32 {
 /// when this process's own files cannot be read (a kernel without them).
 pub fn children_of(pid: i32) -> Option<Vec<i32>> {
     let own = pid == own_pid();
+    if own && SINGLE_THREADED.load(Ordering::Relaxed) {
+        // One file instead of a directory listing and a file per thread:
+        // one descriptor, not two at once, which a walk under a tight
+        // RLIMIT_NOFILE cannot spare.
+        return own_children();
+    }
     let dir = if own {
         "/proc/self/task".to_string()
     } else {

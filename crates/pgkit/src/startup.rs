@@ -67,6 +67,8 @@ pub extern "C" fn capture_and_block() {
         let _ = sigraw::set_disposition(Signal::CHLD, false);
     }
     MASK.store(mask.bits(), Ordering::Relaxed);
+    // Only the tools run this hook, and they start no thread.
+    crate::procfs::single_threaded();
     CAPTURED.store(true, Ordering::Release);
     block(SigSet::blockable());
 }
