@@ -616,32 +616,26 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
 /// and no write but to `job.failure`. Returns (as the child's exit code)
 /// only on failure.
 fn child_path(job: &ChildJob<'_>) -> c_int {
-    let fail = |stage: &'static str, errno: rustix::io::Errno| -> c_int {
-        job.failure.record(stage, errno.raw_os_error());
-        127
-    };
     // rustix's calls make the system call directly (its linux_raw backend):
     // no allocation, no lock and no errno, so they are as fit for the vfork
     // child as the raw calls they stand for.
-    if let Some(procs) = job.how.cgroup {
-        // `0`: the writer itself.
-        if let Err(errno) = rustix::io::write(procs, b"0") {
-            return fail(ENTER, errno);
+    let setup = || -> Result<(), (&'static str, rustix::io::Errno)> {
+        if let Some(procs) = job.how.cgroup {
+            // `0`: the writer itself.
+            rustix::io::write(procs, b"0").map_err(|e| (ENTER, e))?;
         }
-    }
-    let isolated = match job.how.isolation {
-        Isolation::Group => setpgid(None, None).map_err(|e| ("setpgid", e)),
-        Isolation::Session => setsid().map(drop).map_err(|e| ("setsid", e)),
+        match job.how.isolation {
+            Isolation::Group => setpgid(None, None).map_err(|e| ("setpgid", e))?,
+            Isolation::Session => drop(setsid().map_err(|e| ("setsid", e))?),
+        }
+        let output = |e| ("the output descriptors", e);
+        (job.output[0].map(rustix::stdio::dup2_stdout).transpose()).map_err(output)?;
+        (job.output[1].map(rustix::stdio::dup2_stderr).transpose()).map_err(output)?;
+        Ok(())
     };
-    if let Err((stage, errno)) = isolated {
-        return fail(stage, errno);
-    }
-    let outputs = [
-        job.output[0].map(rustix::stdio::dup2_stdout),
-        job.output[1].map(rustix::stdio::dup2_stderr),
-    ];
-    if let Some(Err(errno)) = outputs.into_iter().flatten().find(Result::is_err) {
-        return fail("the output descriptors", errno);
+    if let Err((stage, errno)) = setup() {
+        job.failure.record(stage, errno.raw_os_error());
+        return 127;
     }
     let me = getpid();
     if job.how.foreground {
