@@ -221,9 +221,6 @@ pub fn dropped() -> u64 {
 /// wall-clock time (RFC 3339, UTC, with nanoseconds) that goes with this
 /// line's `t`, so a reader can place every line against other clocks.
 pub fn started(pid: i32, pgid: i32, sid: i32) {
-    if !enabled() {
-        return;
-    }
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
     let mut wall = String::new();
     let _ = rfc3339(&mut wall, ts.tv_sec, ts.tv_nsec);
@@ -265,9 +262,6 @@ fn rfc3339(out: &mut impl std::fmt::Write, secs: i64, nanos: i64) -> std::fmt::R
 /// `signal`: a signal received, its sender and what became of it
 /// (`forwarded`, `mapped`, `dropped`, `trigger`, `job-control`).
 pub fn signal(sig: crate::Signal, from: i32, action: &str, out: Option<crate::Signal>) {
-    if !enabled() {
-        return;
-    }
     let name = sig.to_string();
     let mapped = out.filter(|&o| o != sig);
     let as_name = mapped.map(|o| o.to_string()).unwrap_or_default();
@@ -293,9 +287,6 @@ pub fn reaped(pid: i32, status: crate::Status) {
 /// `cleanup`), with the grace that follows in ms (-1 for inf; 0 after a
 /// kill). A `group` of 0 (none: COMMAND is reaped) is left out.
 pub fn sent(kind: &str, sig: crate::Signal, target: &str, group: i32, grace_ms: i64) {
-    if !enabled() {
-        return;
-    }
     let name = sig.to_string();
     let fields = [
         ("signal", int(sig.raw())),
