@@ -152,22 +152,15 @@ fn undelegated_unit(dir: &Path) -> Option<String> {
 
 /// mountinfo's octal escapes (`\040` for a space) undone.
 fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let oct = field
-            .get(i + 1..i + 4)
-            .filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match oct {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(field[i]);
-                i += 1;
-            }
-        }
+    let (mut out, mut rest) = (Vec::with_capacity(field.len()), field);
+    while let Some((&b, tail)) = rest.split_first() {
+        let octal = |d: &&[u8]| b == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c));
+        let (byte, skip) = match tail.get(..3).filter(octal) {
+            Some(d) => (d.iter().fold(0u8, |n, c| n.wrapping_mul(8) + (c - b'0')), 3),
+            None => (b, 0),
+        };
+        out.push(byte);
+        rest = &tail[skip..];
     }
     out
 }
