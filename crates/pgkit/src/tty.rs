@@ -56,10 +56,8 @@ pub fn is_tty() -> bool {
 /// Inside a PID namespace whose terminal's foreground group lies outside
 /// it, the foreground group and (if it lies outside too) our own read 0:
 /// two zeros say nothing, so the kernel is asked instead ([`may_read`]).
+/// Not a terminal: its foreground group cannot be read (ENOTTY).
 pub fn we_are_foreground() -> bool {
-    if !is_tty() {
-        return false;
-    }
     match (foreground_raw(), own_group()) {
         (Some(fg), own) if fg > 0 => fg == own,
         (Some(0), 0) => may_read(),
