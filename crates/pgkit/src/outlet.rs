@@ -202,24 +202,18 @@ impl Outlet {
 /// it. A reader that goes later is not seen.
 pub fn mute_unread() {
     for n in [1, 2] {
-        let fd = caller(n);
-        if can_close(fd).is_none() {
-            continue;
-        }
-        let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::OUT)];
+        let mut pfd = [PollFd::from_borrowed_fd(caller(n), PollFlags::OUT)];
         let zero = rustix::event::Timespec::default();
-        let gone = rustix::event::poll(&mut pfd, Some(&zero)).is_ok()
+        let gone = can_close(caller(n)).is_some()
+            && rustix::event::poll(&mut pfd, Some(&zero)).is_ok()
             && pfd[0].revents().intersects(PollFlags::ERR | PollFlags::HUP);
-        if !gone {
-            continue;
-        }
-        let null = rustix::fs::open("/dev/null", OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty());
-        if let Ok(null) = null {
-            let _ = match n {
-                1 => rustix::stdio::dup2_stdout(&null),
-                _ => rustix::stdio::dup2_stderr(&null),
-            };
-        }
+        let null =
+            || rustix::fs::open("/dev/null", OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty());
+        let _ = match (gone.then(null), n) {
+            (Some(Ok(null)), 1) => rustix::stdio::dup2_stdout(&null),
+            (Some(Ok(null)), _) => rustix::stdio::dup2_stderr(&null),
+            _ => Ok(()),
+        };
     }
 }
 
