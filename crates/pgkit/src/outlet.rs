@@ -125,10 +125,8 @@ impl Outlet {
     /// Returns, for the spawn, what the cleanup's descriptor 1 and 2 become
     /// (`None`: the caller's, unchanged).
     pub fn start(&mut self) -> [Option<BorrowedFd<'_>>; 2] {
-        for s in &mut self.streams {
-            if s.into.is_none() {
-                s.into = into(s.targets[0]);
-            }
+        for s in self.streams.iter_mut().filter(|s| s.into.is_none()) {
+            s.into = into(s.targets[0]);
         }
         let mut ends = [None, None];
         for s in &self.streams {
@@ -145,9 +143,7 @@ impl Outlet {
     /// Once the cleanup has its ends: ours are closed, so its end of file
     /// (and a relay that was not started) is seen.
     pub fn started(&mut self) {
-        for s in &mut self.streams {
-            s.to_cleanup = None;
-        }
+        self.streams.iter_mut().for_each(|s| s.to_cleanup = None);
         self.streams.retain(|s| s.into.is_some());
     }
 
