@@ -671,10 +671,9 @@ static HELD: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
 /// action, so COMMAND starts with the caller's disposition all the same; an
 /// ignored one stays ignored and is left alone. Plain system calls only.
 fn hold_stops() {
-    for sig in JOB_STOPS {
-        if crate::sigraw::disposition(sig) != crate::sigraw::Disposition::Default {
-            continue;
-        }
+    let default =
+        |s: &Signal| crate::sigraw::disposition(*s) == crate::sigraw::Disposition::Default;
+    for sig in JOB_STOPS.into_iter().filter(default) {
         // SAFETY: an all-zero sigaction is valid (empty mask, no flags); the
         // handler is a plain function that only does an atomic store. The C
         // library's sigaction (it provides the return trampoline the kernel
