@@ -325,11 +325,9 @@ pub fn mark(role: Role) -> Marked {
     let Some(value) = std::env::var_os(VAR) else {
         return marked;
     };
-    for e in parse(&value.to_string_lossy()) {
-        // The graceful named, not a later owner of its pid.
-        if procfs::stat(e.pid).map(|p| p.start) != Some(e.start) {
-            continue;
-        }
+    // The graceful named, not a later owner of its pid.
+    let named = |e: &Entry| procfs::stat(e.pid).map(|p| p.start) == Some(e.start);
+    for e in parse(&value.to_string_lossy()).filter(named) {
         let fd = match role {
             Role::Back => e.back,
             Role::Cleanup => e.cleanup,
@@ -347,7 +345,7 @@ pub fn mark(role: Role) -> Marked {
         // A pipe, and still the graceful's: checked after the open.
         let fifo = rustix::fs::fstat(&opened)
             .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_fifo());
-        if !fifo || procfs::stat(e.pid).map(|p| p.start) != Some(e.start) {
+        if !fifo || !named(&e) {
             continue;
         }
         marked.0.push(opened);
