@@ -39,8 +39,7 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// `setsid(2)`: a new session and group, without a controlling terminal.
 pub fn new_session() -> io::Result<()> {
-    rustix::process::setsid()?;
-    Ok(())
+    Ok(rustix::process::setsid().map(drop)?)
 }
 
 /// `setpgid(0, 0)`: a new process group in the same session.

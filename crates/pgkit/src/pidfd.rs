@@ -61,11 +61,10 @@ pub fn refusal(e: &io::Error) -> bool {
 /// in `/proc`).
 pub fn send_or_kill(fd: Option<BorrowedFd<'_>>, pid: Pid, sig: Signal) -> io::Result<()> {
     match fd.map(|fd| send(fd, sig)) {
-        // Refused (ENOSYS, EPERM, or a filter's EINVAL): kill. ESRCH is
-        // the process's end, which kill would only repeat.
-        Some(Err(e)) if refusal(&e) => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
-        Some(r) => r,
-        None => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
+        // Refused (ENOSYS, EPERM, or a filter's EINVAL), or no pidfd: kill.
+        // ESRCH is the process's end, which kill would only repeat.
+        Some(r) if !r.as_ref().is_err_and(refusal) => r,
+        _ => crate::signal::kill(pid.as_raw_nonzero().get(), sig),
     }
 }
 
