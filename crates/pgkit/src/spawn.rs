@@ -193,15 +193,8 @@ impl<'a> Spawn<'a> {
     /// Everything `execve` needs, prepared before the child exists.
     fn image(&self) -> Result<Image, Error> {
         let program = self.argv.first().cloned().unwrap_or_default();
-        let args: Vec<CString> = self
-            .argv
-            .iter()
-            .map(|a| cstr(a, "argument"))
-            .collect::<Result<_, _>>()?;
-        let candidates = candidates(&program)
-            .iter()
-            .map(|c| cstr(c, "path"))
-            .collect::<Result<_, _>>()?;
+        let args: Vec<CString> = Result::from_iter(self.argv.iter().map(|a| cstr(a, "argument")))?;
+        let candidates = Result::from_iter(candidates(&program).iter().map(|c| cstr(c, "path")))?;
         let argv = (args.iter().map(|c| c.as_ptr()))
             .chain(std::iter::once(std::ptr::null()))
             .collect();
@@ -284,11 +277,7 @@ impl<'a> Spawn<'a> {
     /// The error for a child that failed at `stage` (what it was doing
     /// before exec; empty: the exec itself).
     fn failure(&self, stage: &str, errno: c_int) -> Error {
-        let name = self
-            .argv
-            .first()
-            .map(|p| p.to_string_lossy())
-            .unwrap_or_default();
+        let name = self.argv.first().map_or("".into(), |p| p.to_string_lossy());
         let err = io::Error::from_raw_os_error(errno);
         if stage == ENTER {
             return match errno {
