@@ -133,21 +133,15 @@ pub fn own_dir(mountinfo: &[u8], cgroup: &[u8]) -> Result<PathBuf, String> {
 /// `dir`, if it is not delegated: systemd (251 on) marks a delegated
 /// unit's cgroup with the `trusted.delegate` (or `user.delegate`) xattr.
 fn undelegated_unit(dir: &Path) -> Option<String> {
-    let unit = dir.ancestors().find(|d| {
-        d.file_name().is_some_and(|n| {
-            n.as_bytes().ends_with(b".service") || n.as_bytes().ends_with(b".scope")
-        })
+    let (unit, name) = dir.ancestors().find_map(|d| {
+        let name = d.file_name()?.as_bytes();
+        (name.ends_with(b".service") || name.ends_with(b".scope")).then_some((d, name))
     })?;
     let mut buf = [0u8; 8];
     let delegated = ["trusted.delegate", "user.delegate"]
         .iter()
         .any(|x| rustix::fs::getxattr(unit, *x, &mut buf).is_ok_and(|n| buf[..n] == *b"1"));
-    (!delegated).then(|| {
-        unit.file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned()
-    })
+    (!delegated).then(|| String::from_utf8_lossy(name).into_owned())
 }
 
 /// mountinfo's octal escapes (`\040` for a space) undone.

@@ -92,12 +92,9 @@ impl Startup {
     pub fn ignored(&self, set: SigSet) -> SigSet {
         let ignored = |sig: &Signal| match *sig {
             Signal::CHLD => self.ignore_children,
-            sig => sigraw::disposition(sig) == Disposition::Ignore,
+            sig => !sig.is_uncatchable() && sigraw::disposition(sig) == Disposition::Ignore,
         };
-        set.iter()
-            .filter(|s| !s.is_uncatchable())
-            .filter(ignored)
-            .collect()
+        set.iter().filter(ignored).collect()
     }
 
     /// Of the signals in `acts_on` (what the tool would forward or act on),
