@@ -15,6 +15,7 @@
 use crate::error::{describe, Error};
 use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
+use std::fs::OpenOptions;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// The schema's version, in every line (`"v":1`).
@@ -70,10 +71,7 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
         })?
     } else {
         // Close-on-exec, as std opens every file.
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(target);
+        let file = OpenOptions::new().create(true).append(true).open(target);
         file.map_err(|e| {
             Error::usage(format!(
                 "cannot open '{target}' for {opt}: {} (give a writable path or an open descriptor)",

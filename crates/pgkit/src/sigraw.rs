@@ -200,13 +200,9 @@ pub fn set_disposition(sig: Signal, ignore: bool) -> io::Result<Disposition> {
 /// Whether SIGCHLD is set so that the kernel reaps children by itself
 /// (`SIG_IGN`, or `SA_NOCLDWAIT`): then no exit can be waited for.
 pub fn children_auto_reaped() -> bool {
-    match rt_sigaction(libc::SIGCHLD, None) {
-        Ok(old) => {
-            handler_of(&old) == libc::SIG_IGN
-                || old.sa_flags & linux_raw_sys::general::SA_NOCLDWAIT as libc::c_ulong != 0
-        }
-        Err(_) => false,
-    }
+    let no_wait = linux_raw_sys::general::SA_NOCLDWAIT as libc::c_ulong;
+    rt_sigaction(libc::SIGCHLD, None)
+        .is_ok_and(|old| handler_of(&old) == libc::SIG_IGN || old.sa_flags & no_wait != 0)
 }
 
 /// `signalfd4(2)` for `set`, non-blocking and close-on-exec: on `fd`,
