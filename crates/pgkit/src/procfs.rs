@@ -142,10 +142,8 @@ pub fn uptime_ticks() -> Option<u64> {
     let first = text.split(|&b| b == b' ').next()?;
     let (secs, hundredths) = std::str::from_utf8(first).ok()?.split_once('.')?;
     let hundredths: u64 = hundredths.get(..2)?.parse().ok()?;
-    secs.parse::<u64>()
-        .ok()?
-        .checked_mul(100)?
-        .checked_add(hundredths)
+    let secs: u64 = secs.parse().ok()?;
+    secs.checked_mul(100)?.checked_add(hundredths)
 }
 
 /// A `/proc` file, whole.
@@ -183,12 +181,11 @@ pub fn exit_code(pid: i32) -> Option<i32> {
     let status = read(&format!("/proc/{pid}/status")).ok()?;
     let ours = |key: &str, id: u32| {
         status_field(&status, key).is_some_and(|ids| {
-            let ids: Vec<&[u8]> = ids
+            // Real, effective and saved, all three there.
+            let mut ids = ids
                 .split(|b| b.is_ascii_whitespace())
-                .filter(|f| !f.is_empty())
-                .take(3)
-                .collect();
-            ids.len() == 3 && ids.iter().all(|f| number(f) == Some(u64::from(id)))
+                .filter(|f| !f.is_empty());
+            (0..3).all(|_| ids.next().and_then(number) == Some(u64::from(id)))
         })
     };
     let uid = rustix::process::geteuid().as_raw();
