@@ -187,18 +187,13 @@ impl Child {
             Target::Group => ("group", "kill, then pidfd_send_signal"),
             Target::Child => ("pid", "pidfd_send_signal, then kill"),
         };
+        let pid = self.pid();
         let fate = match pdeathsig {
             Some(s) => format!("exiting, so COMMAND gets --pdeathsig {s}"),
-            None => format!(
-                "exiting; COMMAND (pid {}) is left running (--pdeathsig none)",
-                self.pid()
-            ),
+            None => format!("exiting; COMMAND (pid {pid}) is left running (--pdeathsig none)"),
         };
-        crate::warn!(
-            "unable to send {sig} to {to} {}: {calls}: {}; {fate}",
-            self.pid(),
-            crate::error::describe(e)
-        );
+        let e = crate::error::describe(e);
+        crate::warn!("unable to send {sig} to {to} {pid}: {calls}: {e}; {fate}");
         std::process::exit(crate::error::TOOL_FAILED)
     }
 
