@@ -6,6 +6,15 @@
 //! timeout run late by 0.1% of its length (`select_estimate_accuracy`, to
 //! batch wake-ups): 10 ms on a 10 s grace period, up to 100 ms on long ones.
 //! A timerfd expires at its time, within the timer slack (50 us by default).
+//!
+//! It is armed with the deadline itself (`TFD_TIMER_ABSTIME`), so arming it
+//! reads no clock: where the vDSO cannot serve `clock_gettime` (a clock
+//! source without one, as under qemu's TCG) each read is a system call,
+//! and the arm comes right after a stop signal is sent, before the tool
+//! sleeps and the process signalled runs on a busy CPU. An `Instant` is
+//! turned into the clock's time through an anchor, the two read once when
+//! the timer is made, the `Instant` first: the conversion errs by the
+//! nanoseconds between the two reads, late, so it never fires early.
 
 use rustix::time::{
     timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
@@ -19,6 +28,9 @@ use std::time::{Duration, Instant};
 pub struct Timer {
     fd: OwnedFd,
     armed: Option<Instant>,
+    /// An `Instant` and the clock's time read right after it (none if the
+    /// clock could not be read: then the time left is armed instead).
+    anchor: Option<(Instant, Duration)>,
 }
 
 impl Timer {
@@ -28,7 +40,12 @@ impl Timer {
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )?;
-        Ok(Timer { fd, armed: None })
+        let instant = Instant::now();
+        Ok(Timer {
+            fd,
+            armed: None,
+            anchor: monotonic_now().map(|clock| (instant, clock)),
+        })
     }
 
     /// Expire at `deadline` (at once if it has passed); `None` disarms.
@@ -40,12 +57,16 @@ impl Timer {
         if deadline == self.armed {
             return Ok(());
         }
-        // The time left, read last, so the timer never fires early; a zero
-        // it_value would disarm: a passed deadline gets 1 ns.
-        let value = deadline.map_or(Duration::ZERO, |d| {
-            d.saturating_duration_since(Instant::now())
-                .max(Duration::from_nanos(1))
-        });
+        // A zero it_value would disarm: a passed deadline gets 1 ns.
+        let (value, flags) = match (deadline, self.anchor) {
+            (Some(d), Some(anchor)) => (clock_time(anchor, d), TimerfdTimerFlags::ABSTIME),
+            (Some(d), None) => (
+                d.saturating_duration_since(Instant::now())
+                    .max(Duration::from_nanos(1)),
+                TimerfdTimerFlags::empty(),
+            ),
+            (None, _) => (Duration::ZERO, TimerfdTimerFlags::empty()),
+        };
         let spec = Itimerspec {
             it_interval: Timespec::default(),
             it_value: Timespec {
@@ -53,16 +74,44 @@ impl Timer {
                 tv_nsec: value.subsec_nanos().into(),
             },
         };
-        timerfd_settime(&self.fd, TimerfdTimerFlags::empty(), &spec)?;
+        timerfd_settime(&self.fd, flags, &spec)?;
         self.armed = deadline;
         Ok(())
     }
+}
+
+/// `deadline` on CLOCK_MONOTONIC, through `anchor` (an `Instant` and that
+/// clock's time), never zero (any time already passed fires at once).
+fn clock_time((instant, clock): (Instant, Duration), deadline: Instant) -> Duration {
+    let t = if deadline >= instant {
+        clock.saturating_add(deadline - instant)
+    } else {
+        clock.saturating_sub(instant - deadline)
+    };
+    t.max(Duration::from_nanos(1))
 }
 
 impl AsFd for Timer {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+}
+
+/// `CLOCK_MONOTONIC` now, read as `Instant` reads it: through the C
+/// library (its vDSO call), not rustix's `clock_gettime`. rustix finds the
+/// vDSO from the auxiliary vector, which it reads with a system call
+/// (`prctl(PR_GET_AUXV)`, or `/proc/self/auxv`) on its first use, and under
+/// valgrind (the benchmark's instruction counts) that vector names a vDSO
+/// the process cannot read: it dies of SIGSEGV in the lookup.
+fn monotonic_now() -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec, written only by the call.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (r == 0 && ts.tv_sec >= 0 && (0..1_000_000_000).contains(&ts.tv_nsec))
+        .then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
 /// `CLOCK_MONOTONIC` now, in ms: one clock for every process of the
@@ -100,8 +149,9 @@ mod tests {
     }
 
     #[test]
-    fn a_deadline_an_hour_away_is_armed_for_an_hour() {
+    fn the_deadline_is_armed_as_the_clocks_own_time() {
         let mut t = Timer::new().unwrap();
+        assert!(t.anchor.is_some(), "CLOCK_MONOTONIC is read");
         let hour = Duration::from_secs(3600);
         let deadline = Instant::now() + hour;
         t.arm(Some(deadline)).unwrap();

@@ -57,7 +57,12 @@
 //! - `waitid(P_ALL)` in `reap`: rustix's `WaitIdStatus` does not give the
 //!   pid of the child it reports;
 //! - the child's `clone`, its stack, `execve` and `environ` (`spawn`), and
-//!   `fork`.
+//!   `fork`;
+//! - the monotonic clock of the deadline timer's anchor (`deadline`), read
+//!   through the C library as `Instant` reads it: rustix looks the vDSO up
+//!   through the auxiliary vector, which it reads with a system call on
+//!   first use, and which under valgrind names a vDSO the process cannot
+//!   read.
 //!
 //! No `signal-hook`: the tools read every signal from a `signalfd`
 //! (`sigfd`), which keeps one record per queued realtime signal (a handler
