@@ -121,10 +121,11 @@ impl Spare {
             self.back.as_raw_fd(),
             self.cleanup.as_raw_fd()
         );
-        let mut entries: Vec<String> = std::env::var_os(VAR)
-            .map(|v| parse(&v.to_string_lossy()).map(|e| e.text()).collect())
-            .unwrap_or_default();
-        entries.push(own);
+        let outer = std::env::var_os(VAR).unwrap_or_default();
+        let outer = outer.to_string_lossy();
+        let well_formed = |e: &&str| parse(e).next().is_some();
+        let mut entries: Vec<&str> = outer.split_ascii_whitespace().filter(well_formed).collect();
+        entries.push(&own);
         let skip = entries.len().saturating_sub(MAX_ENTRIES);
         entries[skip..].join(" ").into()
     }
@@ -255,12 +256,6 @@ struct Entry {
     start: u64,
     back: i32,
     cleanup: i32,
-}
-
-impl Entry {
-    fn text(&self) -> String {
-        format!("{}:{}:{}:{}", self.pid, self.start, self.back, self.cleanup)
-    }
 }
 
 /// The well-formed entries of a value.
