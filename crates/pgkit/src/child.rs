@@ -225,7 +225,7 @@ impl Child {
     /// [`Child::poll_job`]: one system call for both questions.
     pub fn peek_exit(&mut self) -> Option<Status> {
         if let Err(e) = self.try_peek_exit() {
-            self.refused(&e);
+            self.lost(Some(&e));
         }
         self.exit
     }
@@ -247,7 +247,7 @@ impl Child {
                 }
                 Ok(Some(info)) => self.exit = Some(exit_status(&info)),
                 Ok(None) => self.job_looked = true,
-                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.lost(),
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.lost(None),
                 Err(e) => match self.unwaited() {
                     Some(found) => self.exit = found,
                     None => return Err(e),
@@ -281,35 +281,32 @@ impl Child {
         Some(Some(status))
     }
 
-    /// `waitid` itself is refused (a seccomp profile's EPERM or ENOSYS, a
-    /// kernel's EINVAL) and no other route ([`Child::unwaited`]) reads how
-    /// COMMAND ended: it has ended (or nothing could ever tell). Waiting on
-    /// would spin (its pidfd, once it exits, stays readable) or hang; so
-    /// the tool ends as for a status it could not get, 125, with one line.
-    /// The pid stays pinned (not reaped), so COMMAND's group can still be
-    /// stopped.
-    fn refused(&mut self, e: &io::Error) {
-        crate::warn!(
-            "unable to wait for COMMAND (pid {}): waitid: {}; its exit status is lost",
-            self.pid(),
-            crate::error::describe(e)
-        );
+    /// COMMAND's status is lost: the tool ends as for a status it could not
+    /// get, 125, with one line, and the pidfd (readable for ever once
+    /// COMMAND exits) is closed so no wait spins on it.
+    ///
+    /// `refused`: `waitid` itself is refused (a seccomp profile's EPERM or
+    /// ENOSYS, a kernel's EINVAL) and no other route ([`Child::unwaited`])
+    /// reads how COMMAND ended: it has ended (or nothing could ever tell),
+    /// and waiting on would spin or hang. The pid stays pinned (not
+    /// reaped), so COMMAND's group can still be stopped.
+    ///
+    /// `None`: COMMAND is no longer our child to wait for: something reaped
+    /// it behind our back (SIGCHLD ignored with no exec in between, or a
+    /// `waitid` of someone else's). Its pid may be reused already, so
+    /// nothing is signalled any more.
+    fn lost(&mut self, refused: Option<&io::Error>) {
+        let pid = self.pid();
+        match refused.map(crate::error::describe) {
+            Some(e) => crate::warn!(
+                "unable to wait for COMMAND (pid {pid}): waitid: {e}; its exit status is lost"
+            ),
+            None => crate::warn!(
+                "COMMAND (pid {pid}) was reaped behind the tool's back: its exit status is lost"
+            ),
+        }
         self.exit = Some(Status::Exited(crate::error::TOOL_FAILED));
-        self.pidfd = None;
-    }
-
-    /// COMMAND is no longer our child to wait for: something reaped it
-    /// behind our back (SIGCHLD ignored with no exec in between, or a
-    /// `waitid` of someone else's). Its status is lost and its pid may be
-    /// reused already, so nothing is signalled any more, and the pidfd,
-    /// readable for ever, is closed so no wait spins on it.
-    fn lost(&mut self) {
-        crate::warn!(
-            "COMMAND (pid {}) was reaped behind the tool's back: its exit status is lost",
-            self.pid()
-        );
-        self.exit = Some(Status::Exited(crate::error::TOOL_FAILED));
-        self.reaped = true;
+        self.reaped |= refused.is_none();
         self.pidfd = None;
     }
 
