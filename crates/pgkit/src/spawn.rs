@@ -493,13 +493,6 @@ struct Failure {
 /// The stage of a child that could not enter its cgroup.
 const ENTER: &str = "entering the cgroup";
 
-impl Failure {
-    fn record(&self, stage: &'static str, errno: c_int) {
-        self.stage.set(stage);
-        self.errno.set(errno);
-    }
-}
-
 /// What the child reads (and, on failure, writes).
 struct ChildJob<'a> {
     image: &'a Image,
@@ -623,7 +616,8 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
         Ok(())
     };
     if let Err((stage, errno)) = setup() {
-        job.failure.record(stage, errno.raw_os_error());
+        job.failure.stage.set(stage);
+        job.failure.errno.set(errno.raw_os_error());
         return 127;
     }
     let me = getpid();
@@ -642,7 +636,8 @@ fn child_path(job: &ChildJob<'_>) -> c_int {
         let _ = crate::signal::kill(me.as_raw_pid(), sig);
     }
     job.image.env.fill_pid(me.as_raw_pid());
-    job.failure.record("", job.image.exec());
+    // The stage stays empty: the exec itself.
+    job.failure.errno.set(job.image.exec());
     127
 }
 
