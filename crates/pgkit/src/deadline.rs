@@ -83,12 +83,9 @@ impl Timer {
 /// `deadline` on CLOCK_MONOTONIC, through `anchor` (an `Instant` and that
 /// clock's time), never zero (any time already passed fires at once).
 fn clock_time((instant, clock): (Instant, Duration), deadline: Instant) -> Duration {
-    let t = if deadline >= instant {
-        clock.saturating_add(deadline - instant)
-    } else {
-        clock.saturating_sub(instant - deadline)
-    };
-    t.max(Duration::from_nanos(1))
+    // One of the two is zero: the deadline is after the anchor, or before.
+    let (after, before) = (deadline - instant, instant - deadline);
+    (clock.saturating_add(after).saturating_sub(before)).max(Duration::from_nanos(1))
 }
 
 impl AsFd for Timer {

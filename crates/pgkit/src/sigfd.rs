@@ -8,7 +8,6 @@
 use crate::procfs::own_pid;
 use crate::signal::{SigSet, Signal};
 use std::io;
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -126,12 +125,10 @@ impl SignalFd {
         let field = |record: &[u8], at: usize| {
             u32::from_ne_bytes(record[at..at + 4].try_into().expect("4 bytes"))
         };
-        // Not zeroed (2 KiB per wake-up): only the bytes the kernel wrote
-        // are read, and rustix hands back exactly those.
-        let mut buf = [MaybeUninit::<u8>::uninit(); RECORDS * SIGINFO_SIZE];
+        let mut buf = [0u8; RECORDS * SIGINFO_SIZE];
         loop {
-            let got = match rustix::io::read(&self.fd, &mut buf[..]) {
-                Ok((got, _)) => got,
+            let got = match rustix::io::read(&self.fd, &mut buf) {
+                Ok(n) => &buf[..n],
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(rustix::io::Errno::AGAIN) => return Ok(()),
                 Err(e) => {
