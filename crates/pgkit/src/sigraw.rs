@@ -61,13 +61,10 @@ const _: () = assert!(KSET == 8);
 const WORD_BITS: usize = 8 * std::mem::size_of::<libc::c_ulong>();
 
 fn kset(bits: u64) -> KSet {
-    let mut set = KSet {
-        sig: [0; KSET / std::mem::size_of::<libc::c_ulong>()],
-    };
-    for (i, word) in set.sig.iter_mut().enumerate() {
-        *word = (bits >> (i * WORD_BITS)) as _;
+    // Each word of the kernel's set takes its part of the bits.
+    KSet {
+        sig: std::array::from_fn(|i| (bits >> (i * WORD_BITS)) as _),
     }
-    set
 }
 
 // A word is a u64 on a 64-bit kernel, a u32 on a 32-bit one.
