@@ -41,7 +41,6 @@
 
 use crate::procfs::{self, Proc};
 use rustix::fs::{Mode, OFlags};
-use rustix::pipe::PipeFlags;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::io;
@@ -92,8 +91,7 @@ impl Spare {
     /// made.
     pub fn new() -> Option<Spare> {
         let made = (|| -> io::Result<Spare> {
-            let pipe = || rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK);
-            let ((back, _), (cleanup, _)) = (pipe()?, pipe()?);
+            let ((back, _), (cleanup, _)) = (crate::fork::pipe()?, crate::fork::pipe()?);
             Ok(Spare {
                 back_link: link_of(&back)?,
                 cleanup_link: link_of(&cleanup)?,

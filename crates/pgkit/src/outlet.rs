@@ -34,7 +34,6 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{fstat, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use rustix::net::SendFlags;
-use rustix::pipe::PipeFlags;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 /// What one read moves at most.
@@ -104,8 +103,7 @@ impl Outlet {
                 streams[i].targets.push(n);
                 continue;
             }
-            let (from, to) =
-                rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK).ok()?;
+            let (from, to) = crate::fork::pipe().ok()?;
             // The cleanup's end blocks, as the caller's would.
             rustix::fs::fcntl_setfl(&to, OFlags::empty()).ok()?;
             seen.push(id);
