@@ -253,12 +253,9 @@ pub fn own_children() -> Option<Vec<i32>> {
 
 /// Every process of the system, from one pass over `/proc`.
 pub fn all() -> Option<Vec<Proc>> {
-    let dir = std::fs::read_dir("/proc").ok()?;
-    Some(
-        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-            .filter_map(stat)
-            .collect(),
-    )
+    let pid = |e: std::fs::DirEntry| e.file_name().to_str()?.parse::<i32>().ok();
+    let pids = std::fs::read_dir("/proc").ok()?.flatten().filter_map(pid);
+    Some(pids.filter_map(stat).collect())
 }
 
 /// Why `/proc` cannot be used to find this process's descendants.
