@@ -273,11 +273,8 @@ impl Leftover {
 pub fn open() -> Option<Relay> {
     let upstream = std::env::var_os(VAR)?;
     let relay = Relay::to(&upstream).map_err(|w| crate::warn!("{w}")).ok()?;
-    crate::verbose!(
-        "relaying notifications from {} to {}",
-        relay.files.path.display(),
-        upstream.to_string_lossy()
-    );
+    let (from, to) = (relay.files.path.display(), upstream.to_string_lossy());
+    crate::verbose!("relaying notifications from {from} to {to}");
     Some(relay)
 }
 
