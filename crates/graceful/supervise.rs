@@ -308,9 +308,20 @@ impl<'a> Supervisor<'a> {
         let alive = self.child.exit_status().is_none();
         let found = match self.below.walk() {
             Some(walk) => {
-                pgkit::survivors::below(&walk.tree, pgid, false, stop, &walk.guarded, |_| {
-                    self.config.stop_all.then_some(true)
-                })
+                let m = &self.machine;
+                let stopped = m
+                    .grace_deadline()
+                    .zip(m.grace())
+                    .and_then(|(d, g)| d.checked_sub(g));
+                pgkit::survivors::below(
+                    &walk.tree,
+                    pgid,
+                    false,
+                    stopped,
+                    stop,
+                    &walk.guarded,
+                    |_| self.config.stop_all.then_some(true),
+                )
             }
             // Without /proc: COMMAND alone, if it still runs.
             None => alive
@@ -364,7 +375,6 @@ impl<'a> Supervisor<'a> {
                     if kill {
                         self.kill_below();
                     } else {
-                        pgkit::survivors::stop_sent(group);
                         if self.config.stop_all {
                             self.below.stop_all(group, sig);
                         }

@@ -270,6 +270,8 @@ struct State {
     /// the actions of the last event were carried out, not read yet).
     stop_at: Option<Instant>,
     stop_unstarted: bool,
+    /// When the last Run deadline started: the stop signal sent.
+    signalled_at: Option<Instant>,
 }
 
 impl Machine {
@@ -386,6 +388,12 @@ impl Machine {
         self.s.stop_at
     }
 
+    /// When the stop signal last went to COMMAND's group (after the stop
+    /// delay, if one held it), if it did.
+    pub fn signalled_at(&self) -> Option<Instant> {
+        self.s.signalled_at
+    }
+
     /// The first stop request came: at the moment the actions are carried
     /// out (see [`Machine::sent`]).
     fn mark_stop(&mut self) {
@@ -441,6 +449,7 @@ impl Machine {
         if let Some(after) = self.s.unstarted.take() {
             if let Phase::Run(deadline) = &mut self.s.phase {
                 *deadline = now.checked_add(after);
+                self.s.signalled_at = Some(now);
             }
         }
     }

@@ -708,7 +708,15 @@ impl<'a> Back<'a> {
         let swept = matches!(self.machine.phase(), Phase::Sweep(..));
         let sent_to = |p: &_| swept.then(|| self.sweeper.sent_by_rounds(p)).flatten();
         let skip = Default::default();
-        for s in pgkit::survivors::below(&tree, leader, all_sent, sig, &skip, sent_to) {
+        for s in pgkit::survivors::below(
+            &tree,
+            leader,
+            all_sent,
+            self.machine.signalled_at(),
+            sig,
+            &skip,
+            sent_to,
+        ) {
             pgkit::warn!("{}", s.line(sig));
             events::survivor(&s);
         }
@@ -972,7 +980,6 @@ impl<'a> Back<'a> {
                 self.held_logged = Some(sig);
             }
             Note::StopRequested => {
-                pgkit::survivors::stop_sent(self.leader_pid());
                 let grace = self.config.grace;
                 verbose!("stop requested: COMMAND's tree has {grace} to exit");
                 let sig = self.machine.stop_signal();

@@ -9,6 +9,7 @@
 use crate::procfs::{self, Proc};
 use crate::signal::{SigSet, Signal};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 /// Why a process is still there after the stop signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,15 +38,6 @@ pub struct Survivor {
     pub sent: bool,
     /// Not sent it because it started after the stop signal went out.
     pub late: bool,
-}
-
-/// The process group the stop signal last went to, and when (boot ticks).
-static STOP: std::sync::Mutex<Option<(i32, u64)>> = std::sync::Mutex::new(None);
-
-/// The stop signal has just gone to `group`: a member started later was
-/// not sent it.
-pub fn stop_sent(group: i32) {
-    *STOP.lock().unwrap_or_else(|e| e.into_inner()) = procfs::uptime_ticks().map(|t| (group, t));
 }
 
 /// The reason from the masks of `status` (the text of /proc/PID/status) and
@@ -179,13 +171,14 @@ impl Tools {
 /// not to have been sent it. `sent_to` decides first where the caller
 /// knows better (a process started after the stop signal went out was not
 /// sent it, whatever its group); `None` leaves it to the groups. Unless
-/// `all_sent`, a member of the group the stop signal went to
-/// ([`stop_sent`]) that started after it is said to be late: in a later
-/// tick, or in the same one when the default action would have ended it.
+/// `all_sent`, a member of `group` that started after the stop signal went
+/// out to it (`stopped`) is said to be late: in a later tick, or in the
+/// same one when the default action would have ended it.
 pub fn below(
     tree: &[Proc],
     group: i32,
     all_sent: bool,
+    stopped: Option<Instant>,
     sig: Signal,
     skip: &BTreeSet<i32>,
     sent_to: impl Fn(&Proc) -> Option<bool>,
@@ -216,7 +209,11 @@ pub fn below(
     // been sent the signal by a tool that has left since; only a group led
     // by a live process outside the reached ones was surely not sent it.
     let leaders: BTreeSet<i32> = live.iter().map(|p| p.pid).collect();
-    let stop = *STOP.lock().unwrap_or_else(|e| e.into_inner());
+    // When the stop went out, in boot ticks as the start times are: now's,
+    // less the time since (read here, not as the signal goes out).
+    let ticks = |d: std::time::Duration| (d.as_millis() / 10) as u64;
+    let stop =
+        stopped.and_then(|at| Some(procfs::uptime_ticks()?.saturating_sub(ticks(at.elapsed()))));
     let mut out = Vec::new();
     for p in live.iter().filter(|p| !skip.contains(&p.pid)) {
         if tool(p.pid) {
@@ -226,9 +223,9 @@ pub fn below(
             let said = sent_to(p);
             s.late = said == Some(false)
                 || !all_sent
-                    && stop.is_some_and(|(g, at)| {
-                        g == p.pgid
-                            && (p.start > at || p.start == at && s.reason == Reason::Unknown)
+                    && p.pgid == group
+                    && stop.is_some_and(|at| {
+                        p.start > at || p.start == at && s.reason == Reason::Unknown
                     });
             s.sent = !s.late
                 && said.unwrap_or_else(|| {
