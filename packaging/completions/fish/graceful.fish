@@ -50,6 +50,7 @@ complete -c graceful -n $opts -s f -l forward -x -a '(__pgwrap_suite_signal_list
 complete -c graceful -n $opts -l events -r -d 'Event log: a descriptor or a file'
 complete -c graceful -n $opts -l pdeathsig -x -a "none KILL $signals" -d 'Signal COMMAND gets if graceful dies'
 complete -c graceful -n $opts -l preserve-status -d 'After the timeout, exit with the status of COMMAND'
+complete -c graceful -n $opts -l stop-all -d 'The stop signal to every process below graceful at once'
 complete -c graceful -n $opts -l foreground -d 'Give COMMAND the terminal'
 complete -c graceful -n $opts -l no-foreground -d 'Never give COMMAND the terminal (default)'
 complete -c graceful -n $opts -s v -l verbose -d 'One line on stderr per decision'
