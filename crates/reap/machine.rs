@@ -24,7 +24,7 @@
 //! - Done: reap's final status.
 
 use crate::config::Config;
-use crate::outcome::{cleanup_env, final_status, Cause, Successes, CLEANUP_TIMED_OUT};
+use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
 use pgkit::{tty, SigSet, Signal, Status};
 use std::time::{Duration, Instant};
 
@@ -171,62 +171,12 @@ pub enum Phase {
     Done,
 }
 
-/// The options the machine follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Params {
-    /// Signals passed on to COMMAND's group (as themselves or, with
-    /// `--map`, as others: the driver routes them).
-    pub forward: SigSet,
-    /// `--grace`; `None` for `inf`.
-    pub grace: Option<Duration>,
-    /// `--signal`.
-    pub signal: Signal,
-    pub keep_orphans: bool,
-    /// A cleanup is configured.
-    pub cleanup: bool,
-    /// `--cleanup-timeout`; `None` for `inf`.
-    pub cleanup_timeout: Option<Duration>,
-    /// `--exec-cleanup` applies.
-    pub exec_cleanup: bool,
-    /// `--stop-delay`; `None` for none (0).
-    pub stop_delay: Option<Duration>,
-    /// `--stop-all`.
-    pub stop_all: bool,
-    /// `--success-status`.
-    pub successes: Successes,
+#[derive(Debug)]
+pub struct Machine<'a> {
+    c: &'a Config,
     /// A front answers once COMMAND's status is said ([`Event::Answered`]);
     /// the cause waits for it.
-    pub front: bool,
-}
-
-impl Params {
-    /// `front`: split in two, this is the back.
-    pub fn of(config: &Config, front: bool) -> Params {
-        Params {
-            forward: config.route.caught(),
-            grace: config.grace.duration(),
-            signal: config.signal,
-            keep_orphans: config.keep_orphans,
-            cleanup: config.cleanup.is_some(),
-            cleanup_timeout: config.cleanup_timeout.duration(),
-            exec_cleanup: config.exec_cleanup,
-            stop_delay: Some(config.stop_delay).filter(|d| !d.is_zero()),
-            stop_all: config.stop_all,
-            successes: config.successes,
-            front,
-        }
-    }
-
-    /// Whether `sig`, received, is a stop request (passed on, and a stop
-    /// signal): COMMAND then gets `--grace` to exit.
-    fn is_stop_request(&self, sig: Signal) -> bool {
-        self.forward.contains(sig) && SigSet::stop_requests().contains(sig)
-    }
-}
-
-#[derive(Debug)]
-pub struct Machine {
-    params: Params,
+    front: bool,
     s: State,
 }
 
@@ -274,13 +224,21 @@ struct State {
     signalled_at: Option<Instant>,
 }
 
-impl Machine {
-    /// The back at its start: COMMAND not started yet.
-    pub fn new(params: Params) -> Machine {
+impl<'a> Machine<'a> {
+    /// The back at its start: COMMAND not started yet (`front`: split in
+    /// two, this is the back).
+    pub fn new(c: &'a Config, front: bool) -> Machine<'a> {
         Machine {
-            params,
+            c,
+            front,
             s: State::default(),
         }
+    }
+
+    /// Whether `sig`, received, is a stop request (passed on, and a stop
+    /// signal): COMMAND then gets `--grace` to exit.
+    fn is_stop_request(&self, sig: Signal) -> bool {
+        self.c.route.caught().contains(sig) && SigSet::stop_requests().contains(sig)
     }
 
     /// The front's takeover when the back was lost: COMMAND's tree is
@@ -320,7 +278,6 @@ impl Machine {
     /// The front's machine, never in place; COMMAND as killed by KILL
     /// where the back had not said its status.
     fn taking_over(&mut self, command: Option<Status>) {
-        self.params.exec_cleanup = false;
         self.s.takeover = true;
         self.s.command = Some(command.unwrap_or(Status::Signaled(Signal::KILL)));
     }
@@ -369,12 +326,12 @@ impl Machine {
 
     /// A front is still to answer (see [`Event::Answered`]).
     fn awaiting(&self) -> bool {
-        self.params.front && !self.s.answered && !self.s.lost
+        self.front && !self.s.answered && !self.s.lost
     }
 
     /// The stop request that started the grace (`--signal` before one).
     pub fn stop_signal(&self) -> Signal {
-        self.s.stop_sig.unwrap_or(self.params.signal)
+        self.s.stop_sig.unwrap_or(self.c.signal)
     }
 
     /// The front's loss: `Some(None)` with no stop request before it,
@@ -472,7 +429,7 @@ impl Machine {
             self.s.lost_after = Some(self.s.stop_at.map(|at| now.saturating_duration_since(at)));
         }
         self.s.answered |= event == Event::Answered;
-        let stop = |sig| self.params.is_stop_request(sig);
+        let stop = |sig| self.is_stop_request(sig);
         match (self.s.phase, event) {
             (_, Event::Signal(sig, _)) if sig == Signal::CHLD => {}
             // The last of what counts for the cause: Settle waits for it.
@@ -521,7 +478,7 @@ impl Machine {
                     _ if self.s.delayed.is_some() => Stage::Stop(self.grace_from(now)),
                     // The grace that the stop request started goes on.
                     deadline if self.s.cancel => Stage::Stop(deadline),
-                    _ if self.params.keep_orphans => Stage::Wait,
+                    _ if self.c.keep_orphans => Stage::Wait,
                     _ => Stage::Stop(self.grace_from(now)),
                 };
                 // The front learns it now, not only once the sweep is
@@ -563,7 +520,7 @@ impl Machine {
             }
             (Phase::Sweep(_, for_command), Event::DeadlinePassed) => {
                 let line = Say(Note::Line("grace over: killing every descendant left"));
-                out.extend([NameSurvivors(self.params.signal), line]);
+                out.extend([NameSurvivors(self.c.signal), line]);
                 self.sweep(Stage::Kill, for_command, out);
             }
             // The whole tree again on every wake of the stop stage, not
@@ -571,7 +528,7 @@ impl Machine {
             // signal may have forked since the last walk, and its child is
             // not ours (it has a live parent).
             (Phase::Sweep(Stage::Stop(_), _), Event::TreeRemains) => {
-                out.push(Rewalk(self.params.signal))
+                out.push(Rewalk(self.c.signal))
             }
             (Phase::Sweep(Stage::Kill, _), Event::TreeRemains) => out.push(KillNewcomers),
             (Phase::Sweep(_, true), Event::TreeEmpty) => self.command_done(self.command(), out),
@@ -585,16 +542,20 @@ impl Machine {
             (Phase::Settle, Event::Drained) if !self.awaiting() => {
                 let (status, cause) = (self.command(), self.cause());
                 out.push(Say(Note::CommandDone(status, cause)));
-                if !self.params.cleanup {
+                if self.c.cleanup.is_none() {
                     self.finish(None, out);
-                } else if self.params.exec_cleanup {
+                } else if self.c.exec_cleanup && !self.s.takeover {
                     out.push(ExecCleanup(cleanup_env(status, cause)));
                 } else {
                     out.push(StartCleanup(cleanup_env(status, cause)));
                 }
             }
             (Phase::Settle, Event::CleanupStarted) => {
-                let deadline = self.params.cleanup_timeout.and_then(|d| now.checked_add(d));
+                let deadline = self
+                    .c
+                    .cleanup_timeout
+                    .duration()
+                    .and_then(|d| now.checked_add(d));
                 self.s.phase = Phase::Cleanup(deadline);
             }
             (Phase::Settle, Event::CleanupStartFailed(code)) => {
@@ -611,7 +572,7 @@ impl Machine {
             }
             (Phase::Cleanup(_), Event::CleanupExited(status)) => {
                 self.s.cleanup = Some(status);
-                let stage = if self.params.keep_orphans {
+                let stage = if self.c.keep_orphans {
                     Stage::Wait
                 } else {
                     Stage::Stop(self.grace_from(now))
@@ -635,19 +596,19 @@ impl Machine {
         if sig == Signal::CONT {
             out.push(ContinueCommand);
         }
-        let forwards = self.params.forward.contains(sig);
+        let forwards = self.c.route.caught().contains(sig);
         match sig {
             _ if sig == Signal::CHLD || !forwards && sig == Signal::CONT => {}
             _ if !forwards && tty::is_job_stop(sig) => out.push(StopWithTool(sig)),
             _ if !forwards => out.push(Say(Note::Dropped(sig, from, ": dropped"))),
-            _ if !self.params.is_stop_request(sig) => out.push(Forward(sig, from)),
+            _ if !self.is_stop_request(sig) => out.push(Forward(sig, from)),
             _ if self.s.delayed.is_some() => {
                 // A second stop request ends the delay at once.
                 let how = ": a second stop request ends the stop delay";
                 out.push(Say(Note::Trigger(sig, from, how)));
                 self.release(out);
             }
-            _ => match self.params.stop_delay.filter(|_| !self.s.cancel) {
+            _ => match Some(self.c.stop_delay).filter(|d| !d.is_zero() && !self.s.cancel) {
                 Some(delay) => {
                     self.s.cancel = true;
                     self.mark_stop();
@@ -664,14 +625,14 @@ impl Machine {
     /// every descendant); the first starts the grace.
     fn stop_request(&mut self, sig: Signal, from: i32, out: &mut Vec<Action>) {
         out.push(Action::Forward(sig, from));
-        if self.params.stop_all {
+        if self.c.stop_all {
             out.push(Action::StopAll(sig));
         }
         if !self.s.cancel {
             self.s.cancel = true;
             self.mark_stop();
             self.s.stop_sig = Some(sig);
-            self.arm(self.params.grace);
+            self.arm(self.c.grace.duration());
             out.push(Action::Say(Note::StopRequested));
         }
         // A stopped process acts on nothing but KILL until continued.
@@ -697,7 +658,7 @@ impl Machine {
             Stage::Wait => {
                 Action::Say(Note::Line("waiting for leftovers to exit (--keep-orphans)"))
             }
-            Stage::Stop(_) => Action::Sweep(self.params.signal),
+            Stage::Stop(_) => Action::Sweep(self.c.signal),
             Stage::Kill => Action::Sweep(Signal::KILL),
         });
     }
@@ -721,7 +682,7 @@ impl Machine {
     /// The final status: COMMAND's, or the cleanup's if COMMAND succeeded
     /// and the cleanup failed.
     fn finish(&mut self, cleanup: Option<Status>, out: &mut Vec<Action>) {
-        let last = final_status(self.command(), cleanup, self.params.successes);
+        let last = final_status(self.command(), cleanup, self.c.successes);
         self.s.phase = Phase::Done;
         if self.s.takeover {
             // The front that took over exits 125 (reap failed to keep its
@@ -734,7 +695,7 @@ impl Machine {
     }
 
     fn grace_from(&self, now: Instant) -> Option<Instant> {
-        self.params.grace.and_then(|g| now.checked_add(g))
+        self.c.grace.duration().and_then(|g| now.checked_add(g))
     }
 }
 
@@ -771,34 +732,28 @@ mod tests {
         Status::Exited(0)
     }
 
-    /// reap's defaults, with a cleanup.
-    fn params() -> Params {
-        Params {
-            forward: SigSet::of(&[
-                Signal::HUP,
-                Signal::INT,
-                Signal::QUIT,
-                TERM,
-                Signal::USR1,
-                Signal::USR2,
-                Signal::WINCH,
-            ]),
-            grace: Some(ms(5_000)),
-            signal: TERM,
-            keep_orphans: false,
-            cleanup: true,
-            cleanup_timeout: None,
-            exec_cleanup: false,
-            stop_delay: None,
-            stop_all: false,
-            successes: Default::default(),
-            front: false,
+    /// The configuration of `opts` (reap's options before COMMAND), kept
+    /// for the test's whole run.
+    fn config(opts: &str) -> &'static mut Config {
+        let line = format!("{opts} cmd");
+        match crate::config::parse(line.split_whitespace().map(Into::into)) {
+            Ok(pgkit::cli::Parsed::Run(c)) => Box::leak(Box::new(c)),
+            _ => panic!("{line}"),
         }
     }
 
+    /// reap's defaults, with a cleanup.
+    fn params() -> &'static Config {
+        config("-c x")
+    }
+
     /// A machine whose COMMAND was started at `t`.
-    fn running(p: Params, t: Instant) -> Machine {
-        let mut m = Machine::new(p);
+    fn running(p: &'static Config, t: Instant) -> Machine<'static> {
+        started(Machine::new(p, false), t)
+    }
+
+    /// `m`, its COMMAND started at `t`.
+    fn started(mut m: Machine<'static>, t: Instant) -> Machine<'static> {
         assert_eq!(m.phase(), Phase::Start);
         assert_eq!(m.on(Drained, t), [StartCommand]);
         assert_eq!(m.on(CommandStarted, t), []);
@@ -808,7 +763,7 @@ mod tests {
 
     /// A machine whose COMMAND ended with `status` and whose tree is gone:
     /// the actions of the step that computes the cause.
-    fn settled(p: Params, status: Status, t: Instant) -> (Machine, Vec<Action>) {
+    fn settled(p: &'static Config, status: Status, t: Instant) -> (Machine<'static>, Vec<Action>) {
         let mut m = running(p, t);
         m.on(CommandExited(status), t);
         m.on(TreeEmpty, t);
@@ -850,16 +805,12 @@ mod tests {
 
     #[test]
     fn stop_requests_are_forwarded_stop_signals() {
-        let parse = |line: &str| match crate::config::parse(line.split(' ').map(Into::into)) {
-            Ok(pgkit::cli::Parsed::Run(c)) => Params::of(&c, false),
-            _ => panic!("{line}"),
-        };
-        let p = parse("cmd");
+        let p = Machine::new(config(""), false);
         for s in [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT] {
             assert!(p.is_stop_request(s));
         }
-        assert!(!p.is_stop_request(Signal::USR1) && p.forward.contains(Signal::USR1));
-        let p = parse("-f USR1 cmd");
+        assert!(!p.is_stop_request(Signal::USR1) && p.c.route.caught().contains(Signal::USR1));
+        let p = Machine::new(config("-f USR1"), false);
         assert!(!p.is_stop_request(Signal::TERM));
     }
 
@@ -906,7 +857,7 @@ mod tests {
     #[test]
     fn row1_a_signal_before_command_started_is_passed_on_once_it_exists() {
         let t = Instant::now();
-        let mut m = Machine::new(params());
+        let mut m = Machine::new(params(), false);
         assert_eq!(m.on(Event::Signal(Signal::USR2, FROM), t), []);
         assert_eq!(m.on(Event::Signal(TERM, FROM), t), []);
         assert_eq!(m.on(Drained, t), [StartCommand]);
@@ -952,10 +903,7 @@ mod tests {
     #[test]
     fn row1_a_stop_request_not_forwarded_is_dropped_and_starts_nothing() {
         let t = Instant::now();
-        let p = Params {
-            forward: SigSet::of(&[Signal::USR1]),
-            ..params()
-        };
+        let p = config("-c x -f USR1");
         let mut m = running(p, t);
         assert_eq!(
             m.on(Event::Signal(TERM, FROM), t),
@@ -1009,10 +957,7 @@ mod tests {
     #[test]
     fn row1_a_grace_of_inf_never_kills_commands_tree() {
         let t = Instant::now();
-        let p = Params {
-            grace: None,
-            ..params()
-        };
+        let p = config("-c x -g inf");
         let mut m = running(p, t);
         m.on(Event::Signal(TERM, FROM), t);
         assert_eq!(m.deadline(), None);
@@ -1025,10 +970,7 @@ mod tests {
     #[test]
     fn row1_a_grace_of_0_kills_at_the_next_look() {
         let t = Instant::now();
-        let p = Params {
-            grace: Some(Duration::ZERO),
-            ..params()
-        };
+        let p = config("-c x -g 0");
         let mut m = running(p, t);
         m.on(Event::Signal(TERM, FROM), t);
         assert_eq!(m.due(t), Some(DeadlinePassed));
@@ -1061,10 +1003,7 @@ mod tests {
     #[test]
     fn row3_the_stop_signal_is_the_signal_option() {
         let t = Instant::now();
-        let p = Params {
-            signal: Signal::USR1,
-            ..params()
-        };
+        let p = config("-c x -s USR1");
         let mut m = running(p, t);
         assert_eq!(
             m.on(CommandExited(ok()), t),
@@ -1171,10 +1110,7 @@ mod tests {
             [ReapLeader]
         );
         // With a grace of inf there is no KILL to wait for.
-        let p = Params {
-            grace: None,
-            ..params()
-        };
+        let p = config("-c x -g inf");
         let mut m = running(p, t);
         m.on(CommandExited(ok()), t);
         assert_eq!(
@@ -1206,10 +1142,7 @@ mod tests {
     #[test]
     fn row3_keep_orphans_waits_for_leftovers_without_a_signal() {
         let t = Instant::now();
-        let p = Params {
-            keep_orphans: true,
-            ..params()
-        };
+        let p = config("-c x --keep-orphans");
         let mut m = running(p, t);
         assert_eq!(
             m.on(CommandExited(ok()), t),
@@ -1231,10 +1164,7 @@ mod tests {
     #[test]
     fn row3_keep_orphans_a_stop_request_ends_the_wait() {
         let t = Instant::now();
-        let p = Params {
-            keep_orphans: true,
-            ..params()
-        };
+        let p = config("-c x --keep-orphans");
         let mut m = running(p, t);
         m.on(CommandExited(ok()), t);
         let t1 = t + ms(700);
@@ -1263,7 +1193,7 @@ mod tests {
     fn row2_command_not_started_126_127_no_sweep_cause_exit() {
         for code in [126, 127] {
             let t = Instant::now();
-            let mut m = Machine::new(params());
+            let mut m = Machine::new(params(), false);
             m.on(Event::Signal(Signal::USR1, FROM), t);
             m.on(Drained, t);
             assert_eq!(
@@ -1414,10 +1344,7 @@ mod tests {
         );
         // With --keep-orphans they are waited for, and a stop request does
         // not end that wait.
-        let p = Params {
-            keep_orphans: true,
-            ..params()
-        };
+        let p = config("-c x --keep-orphans");
         let (mut m, _) = settled(p, ok(), t);
         m.on(CleanupStarted, t);
         assert_eq!(
@@ -1436,11 +1363,7 @@ mod tests {
     #[test]
     fn row4_cleanup_timeout_stops_it_with_grace_then_kill_and_counts_124() {
         let t = Instant::now();
-        let p = Params {
-            cleanup_timeout: Some(ms(2_000)),
-            grace: Some(ms(1_000)),
-            ..params()
-        };
+        let p = config("-c x --cleanup-timeout 2s -g 1s");
         let (mut m, _) = settled(p, ok(), t);
         let t1 = t + ms(10);
         m.on(CleanupStarted, t1);
@@ -1486,11 +1409,7 @@ mod tests {
     #[test]
     fn row4_cleanup_timeout_applies_with_keep_orphans_too() {
         let t = Instant::now();
-        let p = Params {
-            cleanup_timeout: Some(ms(100)),
-            keep_orphans: true,
-            ..params()
-        };
+        let p = config("-c x --cleanup-timeout 100ms --keep-orphans");
         let (mut m, _) = settled(p, ok(), t);
         m.on(CleanupStarted, t);
         assert_eq!(
@@ -1553,10 +1472,7 @@ mod tests {
     #[test]
     fn row5_without_a_cleanup_reap_exits_with_commands_status() {
         let t = Instant::now();
-        let p = Params {
-            cleanup: false,
-            ..params()
-        };
+        let p = config("");
         let (m, actions) = settled(p, Status::Exited(7), t);
         assert_eq!(
             actions,
@@ -1572,10 +1488,7 @@ mod tests {
     #[test]
     fn row5_exec_cleanup_replaces_the_back_and_its_status_is_final() {
         let t = Instant::now();
-        let p = Params {
-            exec_cleanup: true,
-            ..params()
-        };
+        let p = config("-c x --exec-cleanup");
         let (mut m, actions) = settled(p, Status::Exited(3), t);
         assert!(matches!(actions.last(), Some(ExecCleanup(_))));
         assert_eq!(
@@ -1649,10 +1562,11 @@ mod tests {
     fn guarantee_front_lost_during_the_sweep_kills_every_descendant_at_once() {
         for keep_orphans in [false, true] {
             let t = Instant::now();
-            let p = Params {
-                keep_orphans,
-                ..params()
-            };
+            let p = config(if keep_orphans {
+                "-c x --keep-orphans"
+            } else {
+                "-c x"
+            });
             let mut m = running(p, t);
             m.on(CommandExited(ok()), t);
             assert_eq!(
@@ -1691,7 +1605,7 @@ mod tests {
     #[test]
     fn guarantee_front_lost_before_command_started_it_never_starts_cause_lost_137_kill() {
         let t = Instant::now();
-        let mut m = Machine::new(params());
+        let mut m = Machine::new(params(), false);
         assert_eq!(m.on(Event::Signal(TERM, FROM), t), []);
         assert_eq!(m.on(FrontLost, t), []);
         let killed = Status::Signaled(KILL);
@@ -1722,11 +1636,8 @@ mod tests {
     #[test]
     fn killed_back_the_front_kills_commands_tree_at_once_and_runs_the_cleanup_not_in_place() {
         let t = Instant::now();
-        let p = Params {
-            exec_cleanup: true,
-            ..params()
-        };
-        let mut m = Machine::new(p);
+        let p = config("-c x --exec-cleanup");
+        let mut m = Machine::new(p, false);
         let start = m.take_over(None, true);
         assert_eq!(start, [ReleaseTerminal, KillGroup, Sweep(KILL)]);
         assert_eq!(m.phase(), Phase::Sweep(Stage::Kill, true));
@@ -1770,7 +1681,7 @@ mod tests {
     #[test]
     fn killed_back_the_status_it_reported_is_the_cleanups_reap_status() {
         let t = Instant::now();
-        let mut m = Machine::new(params());
+        let mut m = Machine::new(params(), false);
         let start = m.take_over(Some(Status::Exited(3)), false);
         assert_eq!(
             start,
@@ -1787,10 +1698,7 @@ mod tests {
     #[test]
     fn done_ignores_everything() {
         let t = Instant::now();
-        let p = Params {
-            cleanup: false,
-            ..params()
-        };
+        let p = config("");
         let (mut m, _) = settled(p, ok(), t);
         assert!(m.is_done());
         for e in [
@@ -1807,11 +1715,8 @@ mod tests {
 
     // --stop-delay, --stop-all and the survivors (reap(1), OPTIONS).
 
-    fn delayed(delay: u64) -> Params {
-        Params {
-            stop_delay: Some(ms(delay)),
-            ..params()
-        }
+    fn delayed(delay: u64) -> &'static Config {
+        config(&format!("-c x --stop-delay {delay}ms"))
     }
 
     #[test]
@@ -1910,10 +1815,7 @@ mod tests {
     #[test]
     fn stop_all_sends_the_stop_request_to_every_descendant() {
         let t = Instant::now();
-        let p = Params {
-            stop_all: true,
-            ..params()
-        };
+        let p = config("-c x --stop-all");
         let mut m = running(p, t);
         assert_eq!(
             m.on(Event::Signal(Signal::INT, FROM), t),
@@ -1930,10 +1832,7 @@ mod tests {
             [Forward(Signal::USR1, FROM)]
         );
         // With a delay: at its end.
-        let p = Params {
-            stop_all: true,
-            ..delayed(100)
-        };
+        let p = config("-c x --stop-all --stop-delay 100ms");
         let mut m = running(p, t);
         m.on(Event::Signal(TERM, FROM), t);
         assert_eq!(
@@ -1950,10 +1849,7 @@ mod tests {
         let actions = m.on(DeadlinePassed, t + ms(5_000));
         assert_eq!(actions[0], NameSurvivors(Signal::HUP), "{actions:?}");
         // Leftovers: reap's --signal.
-        let p = Params {
-            signal: Signal::INT,
-            ..params()
-        };
+        let p = config("-c x -s INT");
         let mut m = running(p, t);
         m.on(CommandExited(ok()), t);
         assert_eq!(
@@ -1970,7 +1866,7 @@ mod tests {
     fn a_cleanup_adopted_by_the_front_runs_to_its_end_then_its_leftovers_go() {
         let t = Instant::now();
         let deadline = Some(t + Duration::from_secs(3));
-        let mut m = Machine::new(params());
+        let mut m = Machine::new(params(), false);
         m.adopt_cleanup(Some(Status::Exited(0)), Some(Cause::Cancel), deadline);
         assert_eq!(m.phase(), Phase::Cleanup(deadline));
         assert_eq!(m.cause(), Cause::Cancel, "the cleanup's REAP_CAUSE is kept");
@@ -2039,8 +1935,9 @@ mod tests {
     #[test]
     fn a_stop_delay_too_long_to_represent_is_the_longest_wait_not_none() {
         let t = Instant::now();
-        let mut p = params();
-        p.stop_delay = Some(Duration::MAX);
+        let p = config("-c x");
+        p.stop_delay = Duration::MAX;
+        let p: &Config = p;
         let mut m = running(p, t);
         assert_eq!(
             m.on(Event::Signal(TERM, FROM), t),
@@ -2059,11 +1956,8 @@ mod tests {
     #[test]
     fn with_a_front_the_cause_waits_for_its_answer() {
         let t = Instant::now();
-        let p = Params {
-            front: true,
-            ..params()
-        };
-        let mut m = running(p, t);
+        let p = params();
+        let mut m = started(Machine::new(p, true), t);
         m.on(CommandExited(ok()), t);
         m.on(TreeEmpty, t);
         assert_eq!(m.on(Drained, t), [], "not before the front's answer");
@@ -2080,13 +1974,10 @@ mod tests {
     #[test]
     fn a_stop_request_the_front_had_when_command_ended_is_the_cause() {
         let t = Instant::now();
-        let p = Params {
-            front: true,
-            ..params()
-        };
+        let p = params();
         // Handed over during the sweep, or once it is over: before the answer.
         for swept in [false, true] {
-            let mut m = running(p, t);
+            let mut m = started(Machine::new(p, true), t);
             m.on(CommandExited(ok()), t);
             if swept {
                 m.on(TreeEmpty, t);
@@ -2099,8 +1990,8 @@ mod tests {
             assert_eq!(env(&m.on(Answered, t))[2], "REAP_CAUSE=cancel");
         }
         // After the answer, or without a front: not passed on, no cause.
-        for p in [p, params()] {
-            let mut m = running(p, t);
+        for front in [true, false] {
+            let mut m = started(Machine::new(p, front), t);
             m.on(CommandExited(ok()), t);
             m.on(Answered, t);
             m.on(TreeEmpty, t);

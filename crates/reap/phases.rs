@@ -20,7 +20,7 @@
 
 use crate::config::Config;
 use crate::guardian::{BackNews, Link, LostBack};
-use crate::machine::{Action, Env, Event, Machine, Note, Params, Phase};
+use crate::machine::{Action, Env, Event, Machine, Note, Phase};
 use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
 use crate::terminal;
@@ -187,7 +187,7 @@ pub struct Back<'a> {
     /// Job control of COMMAND across the split (terminal.rs).
     jobs: JobControl,
     sweeper: Sweeper,
-    machine: Machine,
+    machine: Machine<'a>,
     /// COMMAND, then the cleanup: kept unreaped while its group may be
     /// signalled.
     leader: Option<Child>,
@@ -227,7 +227,7 @@ impl<'a> Back<'a> {
         back_marks: pgkit::guard::Marked,
     ) -> Back<'a> {
         // A front answers before the cause is fixed (see guardian.rs).
-        let params = Params::of(config, inbox.front.is_some());
+        let front = inbox.front.is_some();
         Back {
             config,
             startup,
@@ -236,7 +236,7 @@ impl<'a> Back<'a> {
             // `--cgroup`: COMMAND starts in this cgroup, and leftovers are
             // what is still in it.
             sweeper: Sweeper::new(cgroup),
-            machine: Machine::new(params),
+            machine: Machine::new(config, front),
             leader: None,
             hinted: false,
             cleanup_mark: Default::default(),
