@@ -145,47 +145,61 @@ fn cleanup_exec(first: OsString, parser: &mut lexopt::Parser) -> Result<Vec<OsSt
     )))
 }
 
+/// The options that take one value, each given once (short, long).
+const ONCE: [&str; 8] = [
+    "-f --forward",
+    "--to",
+    "-c --cleanup",
+    "-g --grace",
+    "-s --signal",
+    "--cleanup-timeout",
+    "--stop-delay",
+    "--events",
+];
+
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
     let mut parser = lexopt::Parser::from_args(args);
-    let mut forward = None;
-    let mut cleanup = None;
-    let mut cleanup_exec_argv: Option<Vec<OsString>> = None;
-    let mut grace = Timeout::After(Duration::from_secs(5));
-    let mut signal = Signal::TERM;
+    let mut c = Config {
+        route: Route::new(SigSet::EMPTY, Target::Group),
+        successes: Successes::default(),
+        cleanup: None,
+        grace: Timeout::After(Duration::from_secs(5)),
+        signal: Signal::TERM,
+        cleanup_timeout: Timeout::Never,
+        exec_cleanup: false,
+        keep_orphans: false,
+        stop_all: false,
+        cgroup: false,
+        stop_delay: Duration::ZERO,
+        events: None,
+        foreground: Foreground::Auto,
+        verbose: false,
+        command: Vec::new(),
+        named: SigSet::EMPTY,
+    };
+    let (mut forward, mut cleanup, mut cleanup_exec_argv) = (None, None, None);
     let mut cleanup_timeout = None;
-    let mut exec_cleanup = false;
-    let mut keep_orphans = false;
-    let mut stop_all = false;
-    let mut cgroup = false;
-    let mut stop_delay = Duration::ZERO;
-    let mut events = None;
-    let mut foreground = Foreground::Auto;
-    let mut verbose = false;
-    let mut command = None;
     let mut seen = cli::Seen::default();
     let mut map: Vec<(Signal, Signal, String)> = Vec::new();
-    let mut to = Target::Group;
-    let mut successes = Successes::default();
+    let mut command = None;
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
+        let once = ONCE.iter().find(|o| o.split(' ').any(|n| n == opt));
+        if let Some(once) = once.filter(|_| !matches!(arg, lexopt::Arg::Value(_))) {
+            seen.once(once.rsplit(' ').next().unwrap_or(once), &opt)?;
+        }
         match arg {
-            Short('f') | Long("forward") => {
-                seen.once("--forward", &opt)?;
-                forward = Some(cli::signals(&mut parser, &opt)?)
-            }
+            Short('f') | Long("forward") => forward = Some(cli::signals(&mut parser, &opt)?),
             Short('m') | Long("map") => {
                 let (from, to) = route::parse_map(&cli::text(&mut parser, &opt)?, &opt)?;
                 map.push((from, to, opt));
             }
-            Long("to") => {
-                seen.once("--to", &opt)?;
-                to = route::parse_to(&cli::text(&mut parser, &opt)?, &opt)?
-            }
+            Long("to") => c.route.to = route::parse_to(&cli::text(&mut parser, &opt)?, &opt)?,
             Long("success-status") => {
                 let value = cli::text(&mut parser, &opt)?;
                 let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
                 match value.parse::<u8>() {
-                    Ok(code) if digits => successes.insert(code),
+                    Ok(code) if digits => c.successes.insert(code),
                     _ => {
                         return Err(Error::usage(format!(
                             "invalid status '{value}' for {opt} (give an exit status, 0 to 255: \
@@ -195,7 +209,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 }
             }
             Short('c') | Long("cleanup") => {
-                seen.once("--cleanup", &opt)?;
                 let value = parser.value().map_err(cli::lexopt_error)?;
                 cli::not_an_option(&value, &opt)?;
                 if value.is_empty() {
@@ -214,43 +227,30 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 let first = parser.value().map_err(cli::lexopt_error)?;
                 cleanup_exec_argv = Some(cleanup_exec(first, &mut parser)?);
             }
-            Short('g') | Long("grace") => {
-                seen.once("--grace", &opt)?;
-                grace = cli::duration(&mut parser, &opt)?
-            }
-            Short('s') | Long("signal") => {
-                seen.once("--signal", &opt)?;
-                signal = cli::signal(&mut parser, &opt)?
-            }
-            Long("cleanup-timeout") => {
-                seen.once("--cleanup-timeout", &opt)?;
-                cleanup_timeout = Some(cli::duration(&mut parser, &opt)?)
-            }
-            Long("exec-cleanup") => exec_cleanup = true,
-            Long("keep-orphans") => keep_orphans = true,
-            Long("stop-all") => stop_all = true,
-            Long("cgroup") => cgroup = true,
+            Short('g') | Long("grace") => c.grace = cli::duration(&mut parser, &opt)?,
+            Short('s') | Long("signal") => c.signal = cli::signal(&mut parser, &opt)?,
+            Long("cleanup-timeout") => cleanup_timeout = Some(cli::duration(&mut parser, &opt)?),
+            Long("exec-cleanup") => c.exec_cleanup = true,
+            Long("keep-orphans") => c.keep_orphans = true,
+            Long("stop-all") => c.stop_all = true,
+            Long("cgroup") => c.cgroup = true,
             Long("stop-delay") => {
-                seen.once("--stop-delay", &opt)?;
-                stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
+                c.stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
                     Error::usage(format!(
                         "--stop-delay cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
                     ))
                 })?
             }
-            Long("events") => {
-                seen.once("--events", &opt)?;
-                events = Some(cli::events(&mut parser, &opt)?)
-            }
+            Long("events") => c.events = Some(cli::events(&mut parser, &opt)?),
             Long("foreground") => {
                 seen.flag("terminal", "--foreground", &opt)?;
-                foreground = Foreground::On
+                c.foreground = Foreground::On
             }
             Long("no-foreground") => {
                 seen.flag("terminal", "--no-foreground", &opt)?;
-                foreground = Foreground::Off
+                c.foreground = Foreground::Off
             }
-            arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)? {
+            arg => match cli::common(arg.into(), &mut parser, HELP, &mut c.verbose)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
                     command = Some(argv);
@@ -260,8 +260,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             },
         }
     }
-    let command = command.ok_or_else(cli::missing_command)?;
-    let named = (map.iter()).fold(
+    c.command = command.ok_or_else(cli::missing_command)?;
+    c.named = (map.iter()).fold(
         forward.unwrap_or(SigSet::EMPTY),
         |mut set, &(from, _, _)| {
             set.insert(from);
@@ -269,9 +269,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         },
     );
     let forward = cli::catchable(forward.unwrap_or_else(SigSet::requests), "--forward")?;
-    let mut route = Route::new(forward, to);
+    c.route = Route::new(forward, c.route.to);
     for (from, to, opt) in &map {
-        route.map(*from, *to, opt)?;
+        c.route.map(*from, *to, opt)?;
     }
     if cleanup.is_some() && cleanup_exec_argv.is_some() {
         return Err(Error::usage(
@@ -281,7 +281,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     }
     if cleanup.is_none() && cleanup_exec_argv.is_none() {
         for (given, opt) in [
-            (exec_cleanup, "--exec-cleanup"),
+            (c.exec_cleanup, "--exec-cleanup"),
             (cleanup_timeout.is_some(), "--cleanup-timeout"),
         ] {
             if given {
@@ -291,35 +291,18 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             }
         }
     }
-    if exec_cleanup && cleanup_timeout.is_some() {
+    if c.exec_cleanup && cleanup_timeout.is_some() {
         return Err(Error::usage(
             "--cleanup-timeout cannot be used with --exec-cleanup (the cleanup replaces reap, \
              so nothing is left to time it; use one or the other)",
         ));
     }
-    Ok(Parsed::Run(Config {
-        route,
-        successes,
-        cleanup: cleanup
-            .map(|cmd| vec!["/bin/sh".into(), "-c".into(), cmd])
-            .or(cleanup_exec_argv),
-        grace,
-        signal,
-        // `--cleanup-timeout 0` means no limit, as in timeout(1).
-        cleanup_timeout: cleanup_timeout
-            .filter(|t| t.duration() != Some(Duration::ZERO))
-            .unwrap_or(Timeout::Never),
-        exec_cleanup,
-        keep_orphans,
-        stop_all,
-        cgroup,
-        stop_delay,
-        events,
-        foreground,
-        verbose,
-        command,
-        named,
-    }))
+    c.cleanup = (cleanup.map(|cmd| vec!["/bin/sh".into(), "-c".into(), cmd])).or(cleanup_exec_argv);
+    // `--cleanup-timeout 0` means no limit, as in timeout(1).
+    if let Some(t) = cleanup_timeout.filter(|t| t.duration() != Some(Duration::ZERO)) {
+        c.cleanup_timeout = t;
+    }
+    Ok(Parsed::Run(c))
 }
 
 #[cfg(test)]
@@ -429,6 +412,8 @@ mod tests {
         assert_eq!(c.command, ["graceful", "-g", "5", "sleep", "9"]);
         let c = run("-- -v x").unwrap();
         assert_eq!(c.command, ["-v", "x"]);
+        let c = run("-g 1 -- -g x").unwrap();
+        assert_eq!(c.command, ["-g", "x"], "an option's name as COMMAND is no second one");
     }
 
     #[test]
