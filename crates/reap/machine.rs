@@ -108,10 +108,9 @@ pub enum Action {
     ReapLeader,
     /// Tell the front COMMAND's status.
     ReportStatus(Status),
-    /// Start the cleanup in a new process group with this environment.
-    StartCleanup(Env),
-    /// The cleanup replaces the back (`--exec-cleanup`).
-    ExecCleanup(Env),
+    /// Start the cleanup in a new process group with this environment, or
+    /// (true) in place of the back (`--exec-cleanup`).
+    StartCleanup(Env, bool),
     /// The back ends with this status (the front is told).
     Exit(Status),
 }
@@ -544,10 +543,9 @@ impl<'a> Machine<'a> {
                 out.push(Say(Note::CommandDone(status, cause)));
                 if self.c.cleanup.is_none() {
                     self.finish(None, out);
-                } else if self.c.exec_cleanup && !self.s.takeover {
-                    out.push(ExecCleanup(cleanup_env(status, cause)));
                 } else {
-                    out.push(StartCleanup(cleanup_env(status, cause)));
+                    let in_place = self.c.exec_cleanup && !self.s.takeover;
+                    out.push(StartCleanup(cleanup_env(status, cause), in_place));
                 }
             }
             (Phase::Settle, Event::CleanupStarted) => {
@@ -777,9 +775,7 @@ mod tests {
         actions
             .iter()
             .find_map(|a| match a {
-                StartCleanup(env) | ExecCleanup(env) => {
-                    Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect())
-                }
+                StartCleanup(env, _) => Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
                 _ => None,
             })
             .expect("the cleanup is started")
@@ -1291,7 +1287,7 @@ mod tests {
                     "REAP_CAUSE=exit".to_string()
                 ]
             );
-            assert!(matches!(actions.last(), Some(StartCleanup(_))));
+            assert!(matches!(actions.last(), Some(StartCleanup(_, false))));
         }
     }
 
@@ -1490,7 +1486,7 @@ mod tests {
         let t = Instant::now();
         let p = config("-c x --exec-cleanup");
         let (mut m, actions) = settled(p, Status::Exited(3), t);
-        assert!(matches!(actions.last(), Some(ExecCleanup(_))));
+        assert!(matches!(actions.last(), Some(StartCleanup(_, true))));
         assert_eq!(
             env(&actions),
             ["REAP_STATUS=3", "REAP_SIGNAL=", "REAP_CAUSE=exit"]
@@ -1659,7 +1655,7 @@ mod tests {
         assert_eq!(m.on(TreeEmpty, t), [ReportStatus(killed)]);
         let actions = m.on(Drained, t);
         assert!(
-            matches!(actions.last(), Some(StartCleanup(_))),
+            matches!(actions.last(), Some(StartCleanup(_, false))),
             "never exec'd"
         );
         assert_eq!(

@@ -19,7 +19,7 @@
 //! (an exit, a stop, a deadline) makes that wait return at once.
 
 use crate::config::Config;
-use crate::guardian::{BackNews, Link, LostBack};
+use crate::guardian::{BackNews, Link, LostBack, CLEANUP, COMMAND};
 use crate::machine::{Action, Env, Event, Machine, Note, Phase};
 use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
@@ -93,6 +93,13 @@ impl Inbox {
             relaying: false,
             ready: Vec::with_capacity(KEPT),
             handed: early,
+        }
+    }
+
+    /// Tell the front, where there is one (see guardian.rs).
+    fn tell<R>(&self, f: impl FnOnce(&Link) -> R) {
+        if let Some(front) = &self.front {
+            f(front);
         }
     }
 
@@ -657,18 +664,13 @@ impl<'a> Back<'a> {
             }
             Action::Rewalk(_) | Action::KillNewcomers => {}
             Action::ReapLeader => self.reap_leader(),
-            Action::ReportStatus(status) => {
-                if let Some(front) = &self.inbox.front {
-                    front.command_status(status);
-                }
-            }
-            Action::StartCleanup(env) => {
+            Action::ReportStatus(status) => self.inbox.tell(|f| f.command_status(status)),
+            Action::StartCleanup(env, in_place) => {
                 self.remove_cgroup();
-                return Some(self.start_cleanup(env));
-            }
-            Action::ExecCleanup(env) => {
-                self.remove_cgroup();
-                return Some(self.exec_cleanup(env));
+                return Some(match in_place {
+                    true => self.exec_cleanup(env),
+                    false => self.start_cleanup(env),
+                });
             }
             Action::Exit(status) => {
                 self.remove_cgroup();
@@ -684,9 +686,7 @@ impl<'a> Back<'a> {
                 ];
                 let cause = self.machine.cause().name();
                 events::exit_with(status.shell_code(), cause, lost.is_some(), &counts);
-                if let Some(front) = &self.inbox.front {
-                    front.finished(Some(status));
-                }
+                self.inbox.tell(|f| f.finished(Some(status)));
                 self.exit = Some(status);
             }
         }
@@ -820,9 +820,7 @@ impl<'a> Back<'a> {
                 // The grace's timer, open before any stop signal goes out.
                 poll::open_timer();
                 let pid = child.pid();
-                if let Some(front) = &self.inbox.front {
-                    front.send(crate::guardian::COMMAND, pid.into());
-                }
+                self.inbox.tell(|f| f.send(COMMAND, pid.into()));
                 let cg = self.sweeper.cgroup().map(|c| c.path().display());
                 let cg = cg.map(|p| format!(", in cgroup {p}")).unwrap_or_default();
                 let tty = (self.jobs.handed_over).then_some(", terminal handed over");
@@ -864,9 +862,8 @@ impl<'a> Back<'a> {
         // From now on an outer graceful's deadline spares everything below
         // this process, then the cleanup's tree while it runs (pgkit::guard).
         self.cleanup_mark = pgkit::guard::mark(pgkit::guard::Role::Cleanup);
-        if let Some(front) = &self.inbox.front {
-            front.cleanup_starting(self.machine.cause());
-        }
+        self.inbox
+            .tell(|f| f.cleanup_starting(self.machine.cause()));
         let mut spawn = self.cleanup_spawn(env);
         let started = spawn.spawn_with_output(self.startup, self.inbox.relay_output());
         if let Some(outlet) = self.inbox.outlet.as_mut() {
@@ -875,9 +872,7 @@ impl<'a> Back<'a> {
         match started {
             Ok(child) => {
                 self.cleanup_mark.cleanup_is(child.pid());
-                if let Some(front) = &self.inbox.front {
-                    front.send(crate::guardian::CLEANUP, child.pid().into());
-                }
+                self.inbox.tell(|f| f.send(CLEANUP, child.pid().into()));
                 verbose!("cleanup started: pid {}", child.pid());
                 events::cleanup_started(child.pid(), false);
                 self.leader = Some(child);
@@ -906,9 +901,7 @@ impl<'a> Back<'a> {
         }
         // From now on the cleanup's end is reap's end (the exec closes the
         // pipe to the front).
-        if let Some(front) = &self.inbox.front {
-            front.finished(None);
-        }
+        self.inbox.tell(|f| f.finished(None));
         // Signals read now are not left pending for the cleanup's image:
         // among them the SIGPIPE of that write when the front is gone,
         // which would kill the cleanup as its mask is restored.
