@@ -31,9 +31,12 @@ const _: fn() -> ! = run;
 fn run() -> ! {
     let startup = Startup::get();
     log::set_tool("reap");
-    let parsed = config::parse(pgkit::args::args_os().skip(1));
-    if let Ok(cli::Parsed::Version) = parsed {
-        docker_init_version();
+    let mut parsed = config::parse(pgkit::args::args_os().skip(1));
+    // Invoked as `docker-init` (`dockerd --init-path`): `--version` answers
+    // in tini's form, which `docker info` parses, printed as the help is.
+    let argv0 = pgkit::args::args_os().next().unwrap_or_default();
+    if let (Ok(cli::Parsed::Version), Some(line)) = (&parsed, config::docker_init_version(&argv0)) {
+        parsed = Ok(cli::Parsed::Help(line.leak()));
     }
     let mut config = cli::run_or_exit(parsed);
     log::set_verbose(config.verbose);
@@ -128,17 +131,5 @@ fn run() -> ! {
             exit::exit_code(pgkit::error::TOOL_FAILED)
         }
         None => exit::finish(back.run()),
-    }
-}
-
-/// Invoked as `docker-init` (`dockerd --init-path`): answer `--version` in
-/// tini's form, which `docker info` parses; see config::docker_init_version.
-fn docker_init_version() {
-    use std::io::Write;
-    let argv0 = pgkit::args::args_os().next().unwrap_or_default();
-    if let Some(line) = config::docker_init_version(&argv0) {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
-        exit::exit_code(0)
     }
 }
