@@ -413,7 +413,11 @@ mod tests {
         let c = run("-- -v x").unwrap();
         assert_eq!(c.command, ["-v", "x"]);
         let c = run("-g 1 -- -g x").unwrap();
-        assert_eq!(c.command, ["-g", "x"], "an option's name as COMMAND is no second one");
+        assert_eq!(
+            c.command,
+            ["-g", "x"],
+            "an option's name as COMMAND is no second one"
+        );
     }
 
     #[test]
