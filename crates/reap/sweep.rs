@@ -37,10 +37,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub enum Finder {
     /// `/proc` walk: every descendant.
     Proc,
-    /// No `/proc`, PID 1: `kill(-1)`.
-    Namespace,
-    /// No `/proc`: COMMAND's group only.
-    Group,
+    /// No `/proc`: as PID 1, `kill(-1)`; else COMMAND's group only.
+    Blind,
     /// `--cgroup`: the members of COMMAND's cgroup.
     Cgroup,
 }
@@ -136,10 +134,8 @@ impl Sweeper {
                 verbose!("/proc is usable again: every descendant can be found");
             }
             Finder::Proc
-        } else if reap::is_pid1() {
-            Finder::Namespace
         } else {
-            Finder::Group
+            Finder::Blind
         };
         self.found = Some(finder);
         finder
@@ -161,7 +157,7 @@ impl Sweeper {
     /// Whether the group of `pinned` must stay pinned (unreaped leader):
     /// only where the group is how leftovers are reached.
     pub fn needs_pin(&mut self) -> bool {
-        self.finder() == Finder::Group
+        self.finder() == Finder::Blind && !reap::is_pid1()
     }
 
     /// Send `sig` to every live descendant not yet marked in this stage
@@ -191,7 +187,7 @@ impl Sweeper {
         }
         // No /proc: as PID 1, kill(-1) reaches exactly the namespace; else
         // COMMAND's group, while its leader is pinned.
-        let pid1 = finder == Finder::Namespace;
+        let pid1 = reap::is_pid1();
         self.warn_once(if pid1 {
             "signalling every process of the PID namespace instead"
         } else {
@@ -290,11 +286,7 @@ impl Sweeper {
     fn proc_round(&mut self, sig: Signal) -> usize {
         let Some(tree) = descend::descendants() else {
             self.why = Some(pgkit::procfs::diagnose());
-            self.found = Some(if reap::is_pid1() {
-                Finder::Namespace
-            } else {
-                Finder::Group
-            });
+            self.found = Some(Finder::Blind);
             return 0;
         };
         // Before the signals: a process started later (in a tick after
