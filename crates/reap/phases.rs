@@ -665,13 +665,7 @@ impl<'a> Back<'a> {
             Action::Rewalk(_) | Action::KillNewcomers => {}
             Action::ReapLeader => self.reap_leader(),
             Action::ReportStatus(status) => self.inbox.tell(|f| f.command_status(status)),
-            Action::StartCleanup(env, in_place) => {
-                self.remove_cgroup();
-                return Some(match in_place {
-                    true => self.exec_cleanup(env),
-                    false => self.start_cleanup(env),
-                });
-            }
+            Action::StartCleanup(env, in_place) => return Some(self.start_cleanup(env, in_place)),
             Action::Exit(status) => {
                 self.remove_cgroup();
                 let usage = self.usage.unwrap_or_default();
@@ -837,18 +831,6 @@ impl<'a> Back<'a> {
         }
     }
 
-    /// The cleanup (`/bin/sh -c CMD`, or `--cleanup-exec`'s vector) in a
-    /// new process group.
-    fn cleanup_spawn(&self, env: Env) -> Spawn<'static> {
-        let mut spawn = Spawn::new(self.config.cleanup.as_deref().unwrap_or_default());
-        spawn.isolation(Isolation::Group);
-        Service::cleanup(&mut spawn);
-        for (key, value) in env {
-            spawn.env(key, value);
-        }
-        spawn
-    }
-
     /// What the cleanup (and what it left) wrote reaches a reader that is
     /// still there before reap ends.
     fn finish_output(&mut self) {
@@ -857,18 +839,61 @@ impl<'a> Back<'a> {
         }
     }
 
-    fn start_cleanup(&mut self, env: Env) -> Event {
+    /// The cleanup (`/bin/sh -c CMD`, or `--cleanup-exec`'s vector) in a
+    /// new process group, or (`in_place`, `--exec-cleanup`) this process
+    /// replaced by it.
+    fn start_cleanup(&mut self, env: Env, in_place: bool) -> Event {
+        self.remove_cgroup();
+        let mut spawn = Spawn::new(self.config.cleanup.as_deref().unwrap_or_default());
+        spawn.isolation(Isolation::Group);
+        Service::cleanup(&mut spawn);
+        for (key, value) in env {
+            spawn.env(key, value);
+        }
+        if in_place {
+            verbose!("cleanup: executing in place (pid {})", std::process::id());
+        }
         self.stopping();
         // From now on an outer graceful's deadline spares everything below
         // this process, then the cleanup's tree while it runs (pgkit::guard).
         self.cleanup_mark = pgkit::guard::mark(pgkit::guard::Role::Cleanup);
-        self.inbox
-            .tell(|f| f.cleanup_starting(self.machine.cause()));
-        let mut spawn = self.cleanup_spawn(env);
-        let started = spawn.spawn_with_output(self.startup, self.inbox.relay_output());
-        if let Some(outlet) = self.inbox.outlet.as_mut() {
-            outlet.started();
-        }
+        let started = if in_place {
+            // The cleanup is this process: spared with its tree while it
+            // runs. The exec closes the marks: none reaches the cleanup.
+            let me = std::process::id() as i32;
+            std::mem::take(&mut self.cleanup_mark).cleanup_is(me);
+            // As PID 1 the relay is this process's: its socket goes now.
+            // Split, the front's: nobody is left to use it (COMMAND's tree
+            // is gone), and nobody would remove it if the front were killed
+            // from now on.
+            self.inbox.relay = None;
+            if let Some(leftover) = self.inbox.leftover.take() {
+                leftover.remove();
+            }
+            // From now on the cleanup's end is reap's end (the exec closes
+            // the pipe to the front).
+            self.inbox.tell(|f| f.finished(None));
+            // Signals read now are not left pending for the cleanup's
+            // image: among them the SIGPIPE of that write when the front is
+            // gone, which would kill the cleanup as its mask is restored.
+            for event in self.inbox.take_all() {
+                self.feed(event);
+            }
+            events::cleanup_started(me, true);
+            // No process of ours stays to relay its output: a reader
+            // already gone is seen now, and the stream goes nowhere
+            // (pgkit's `outlet`).
+            pgkit::outlet::mute_unread();
+            Err(spawn.exec(self.startup))
+        } else {
+            self.inbox
+                .tell(|f| f.cleanup_starting(self.machine.cause()));
+            let started = spawn.spawn_with_output(self.startup, self.inbox.relay_output());
+            if let Some(outlet) = self.inbox.outlet.as_mut() {
+                outlet.started();
+            }
+            started
+        };
         match started {
             Ok(child) => {
                 self.cleanup_mark.cleanup_is(child.pid());
@@ -883,38 +908,6 @@ impl<'a> Back<'a> {
                 Event::CleanupStartFailed(e.code)
             }
         }
-    }
-
-    fn exec_cleanup(&mut self, env: Env) -> Event {
-        let mut spawn = self.cleanup_spawn(env);
-        verbose!("cleanup: executing in place (pid {})", std::process::id());
-        self.stopping();
-        // The cleanup is this process: spared with its tree while it runs.
-        // The exec closes the marks: none reaches the cleanup (pgkit::guard).
-        pgkit::guard::mark(pgkit::guard::Role::Cleanup).cleanup_is(std::process::id() as i32);
-        // As PID 1 the relay is this process's: its socket goes now. Split,
-        // the front's: nobody is left to use it (COMMAND's tree is gone),
-        // and nobody would remove it if the front were killed from now on.
-        self.inbox.relay = None;
-        if let Some(leftover) = self.inbox.leftover.take() {
-            leftover.remove();
-        }
-        // From now on the cleanup's end is reap's end (the exec closes the
-        // pipe to the front).
-        self.inbox.tell(|f| f.finished(None));
-        // Signals read now are not left pending for the cleanup's image:
-        // among them the SIGPIPE of that write when the front is gone,
-        // which would kill the cleanup as its mask is restored.
-        for event in self.inbox.take_all() {
-            self.feed(event);
-        }
-        events::cleanup_started(std::process::id() as i32, true);
-        // No process of ours stays to relay its output: a reader already
-        // gone is seen now, and the stream goes nowhere (pgkit's `outlet`).
-        pgkit::outlet::mute_unread();
-        let e = spawn.exec(self.startup);
-        pgkit::warn!("cleanup: {}", e.msg);
-        Event::CleanupStartFailed(e.code)
     }
 
     /// Reap every exited child but `keep` (COMMAND or the cleanup, kept
