@@ -261,16 +261,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         }
     }
     c.command = command.ok_or_else(cli::missing_command)?;
-    c.named = (map.iter()).fold(
-        forward.unwrap_or(SigSet::EMPTY),
-        |mut set, &(from, _, _)| {
-            set.insert(from);
-            set
-        },
-    );
+    c.named = forward.unwrap_or(SigSet::EMPTY);
     let forward = cli::catchable(forward.unwrap_or_else(SigSet::requests), "--forward")?;
     c.route = Route::new(forward, c.route.to);
     for (from, to, opt) in &map {
+        c.named.insert(*from);
         c.route.map(*from, *to, opt)?;
     }
     if cleanup.is_some() && cleanup_exec_argv.is_some() {
