@@ -216,7 +216,7 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
         signals,
         back,
         to_back: Some(File::from(sig_write)),
-        backlog: Vec::new(),
+        backlog: Vec::with_capacity(16 * RECORD),
         from_back: Some(File::from(news_read)),
         partial: Vec::with_capacity(RECORD * 64),
         news: BackNews::default(),
@@ -289,20 +289,10 @@ impl Front {
         // and its pipe; until a poll says otherwise, both are looked at.
         let (mut back_ready, mut news_ready) = (true, true);
         // Kept from wake to wake, so that the way of a signal allocates
-        // nothing, and written once now: after the fork the first write to
-        // a page the back still shares is a copy-on-write fault, which
-        // would come on the way of the first signal.
+        // nothing.
         let mut ready = Vec::with_capacity(8);
-        let none = Received {
-            signal: Signal::CHLD,
-            from: 0,
-            code: 0,
-        };
-        let mut received = vec![none; 16];
-        received.clear();
+        let mut received = Vec::with_capacity(16);
         received.append(&mut self.early);
-        self.backlog.resize(16 * RECORD, 0);
-        self.backlog.clear();
         loop {
             // While the pipe is full, the signals wait in the kernel.
             if self.backlog.is_empty() {
