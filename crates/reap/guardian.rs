@@ -71,7 +71,7 @@ const ANSWER: i32 = 0;
 /// Back to front, the kinds.
 pub const COMMAND: i32 = 1;
 pub const STOPPED: i32 = 2;
-const STATUS: i32 = 3;
+pub const STATUS: i32 = 3;
 const CAUSE: i32 = 4;
 /// The cleanup is about to be spawned: its start on CLOCK_MONOTONIC, in ms.
 const STARTING: i32 = 5;
@@ -80,7 +80,7 @@ pub const CLEANUP: i32 = 6;
 const EXTEND: i32 = 8;
 /// The back is about to exit (the value: its status) or exec the cleanup
 /// ([`NO_STATUS`]).
-const FINISHED: i32 = 9;
+pub const FINISHED: i32 = 9;
 const NO_STATUS: i64 = i64::MIN;
 
 const CAUSES: [Cause; 4] = [Cause::Cancel, Cause::Lost, Cause::Signal, Cause::Exit];
@@ -197,7 +197,7 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
                 reap::become_subreaper().map_err(|e| Error::sys("become a child subreaper", e))?;
                 Ok(s)
             })
-            .inspect_err(|_| link.finished(Some(Status::Exited(TOOL_FAILED))))?;
+            .inspect_err(|_| link.status(FINISHED, Some(Status::Exited(TOOL_FAILED))))?;
         // A signal pending now was sent to the front's group before we left
         // it: the front got it too and hands it over, so taken here as well
         // it would reach COMMAND twice. Signals meant for the back alone
@@ -507,7 +507,8 @@ pub struct Link {
     pub front_pgid: i32,
     /// The front's pid (the process the supervisor started).
     pub front_pid: i32,
-    /// The front relays COMMAND's notification socket (see [`Link::extend`]).
+    /// The front relays COMMAND's notification socket: it sends the
+    /// extensions of the stop timeout on (see `Back::extend`).
     pub relays: bool,
 }
 
@@ -544,11 +545,6 @@ impl Link {
         (&self.to_front).write(&rec).is_ok_and(|n| n == RECORD)
     }
 
-    /// COMMAND's status; the front answers once it has read its signals.
-    pub fn command_status(&self, status: Status) {
-        self.send(STATUS, encode_status(status));
-    }
-
     /// The cleanup starts now, with `cause` as its REAP_CAUSE: what a front
     /// that takes over needs to let it finish (its timeout counts from
     /// this start). Said before the spawn: a back killed right after it,
@@ -564,16 +560,16 @@ impl Link {
     /// reap needs `ms` more to stop: the front extends the unit's stop
     /// timeout (EXTEND_TIMEOUT_USEC=).
     pub fn extend(&self, ms: u64) {
-        if self.relays {
-            self.send(EXTEND, i64::try_from(ms).unwrap_or(i64::MAX));
-        }
+        self.send(EXTEND, i64::try_from(ms).unwrap_or(i64::MAX));
     }
 
-    /// Right before the back exits with `status`, or (`None`) execs the
-    /// cleanup: from now on reap ends with the status said or, with none,
-    /// as the back (the cleanup) ends; not a loss.
-    pub fn finished(&self, status: Option<Status>) {
-        self.send(FINISHED, status.map_or(NO_STATUS, encode_status));
+    /// A status: COMMAND's ([`STATUS`]: the front answers once it has read
+    /// its signals), or ([`FINISHED`]) the one the back is about to exit
+    /// with, or (`None`) none: it execs the cleanup. From FINISHED on, reap
+    /// ends with the status said or, with none, as the back (the cleanup)
+    /// ends; not a loss.
+    pub fn status(&self, kind: i32, status: Option<Status>) {
+        self.send(kind, status.map_or(NO_STATUS, encode_status));
     }
 }
 

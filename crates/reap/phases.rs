@@ -19,7 +19,7 @@
 //! (an exit, a stop, a deadline) makes that wait return at once.
 
 use crate::config::Config;
-use crate::guardian::{BackNews, Link, LostBack, CLEANUP, COMMAND};
+use crate::guardian::{BackNews, Link, LostBack, CLEANUP, COMMAND, FINISHED, STATUS};
 use crate::machine::{Action, Env, Event, Machine, Note, Phase};
 use crate::outcome::CLEANUP_TIMED_OUT;
 use crate::sweep::{Finder, Sweeper};
@@ -272,15 +272,6 @@ impl<'a> Back<'a> {
         match cg.remove() {
             Ok(()) => verbose!("removed cgroup {}", cg.path().display()),
             Err(e) => pgkit::warn!("unable to remove cgroup {}: {e}", cg.path().display()),
-        }
-    }
-
-    /// The cleanup starts: `STOPPING=1` to the service manager, sent by
-    /// this process where it relays (as PID 1, or the front that took
-    /// over); a front sends it as it reads the cleanup's start.
-    fn stopping(&self) {
-        if let Some(relay) = &self.inbox.relay {
-            relay.send("STOPPING=1");
         }
     }
 
@@ -664,7 +655,7 @@ impl<'a> Back<'a> {
             }
             Action::Rewalk(_) | Action::KillNewcomers => {}
             Action::ReapLeader => self.reap_leader(),
-            Action::ReportStatus(status) => self.inbox.tell(|f| f.command_status(status)),
+            Action::ReportStatus(status) => self.inbox.tell(|f| f.status(STATUS, Some(status))),
             Action::StartCleanup(env, in_place) => return Some(self.start_cleanup(env, in_place)),
             Action::Exit(status) => {
                 self.remove_cgroup();
@@ -680,7 +671,7 @@ impl<'a> Back<'a> {
                 ];
                 let cause = self.machine.cause().name();
                 events::exit_with(status.shell_code(), cause, lost.is_some(), &counts);
-                self.inbox.tell(|f| f.finished(Some(status)));
+                self.inbox.tell(|f| f.status(FINISHED, Some(status)));
                 self.exit = Some(status);
             }
         }
@@ -853,7 +844,12 @@ impl<'a> Back<'a> {
         if in_place {
             verbose!("cleanup: executing in place (pid {})", std::process::id());
         }
-        self.stopping();
+        // `STOPPING=1` to the service manager, sent by this process where
+        // it relays (as PID 1, or the front that took over); a front sends
+        // it as it reads the cleanup's start.
+        if let Some(relay) = &self.inbox.relay {
+            relay.send("STOPPING=1");
+        }
         // From now on an outer graceful's deadline spares everything below
         // this process, then the cleanup's tree while it runs (pgkit::guard).
         self.cleanup_mark = pgkit::guard::mark(pgkit::guard::Role::Cleanup);
@@ -872,7 +868,7 @@ impl<'a> Back<'a> {
             }
             // From now on the cleanup's end is reap's end (the exec closes
             // the pipe to the front).
-            self.inbox.tell(|f| f.finished(None));
+            self.inbox.tell(|f| f.status(FINISHED, None));
             // Signals read now are not left pending for the cleanup's
             // image: among them the SIGPIPE of that write when the front is
             // gone, which would kill the cleanup as its mask is restored.
