@@ -74,8 +74,6 @@ fn run() -> ! {
 
     // The back's note of the front's socket, to remove if the front is killed.
     let mut leftover = None;
-    // Held while the back lives (--exec-cleanup's exec closes them).
-    let mut back_marks = pgkit::guard::Marked::default();
     let (mut link, mut lost) = (None, None);
     // Read once before COMMAND starts: a refused read ends reap here, with
     // nothing started (split, the front does so before its fork). What came
@@ -103,28 +101,13 @@ fn run() -> ! {
                 // removes the socket if the front is killed.
                 back_link.relays = relay.is_some();
                 leftover = relay.take().map(notify::Relay::disown);
-                // Before COMMAND exists: an outer graceful's deadline spares
-                // this process (pgkit::guard).
-                back_marks = pgkit::guard::mark(pgkit::guard::Role::Back);
-                if back_marks.count() > 0 {
-                    let n = back_marks.count();
-                    verbose!("marked as reap's subreaper process for {n} outer graceful(s)");
-                }
                 link = Some(back_link);
                 (signals, Vec::new())
             }
         }
     };
     let inbox = Inbox::new(signals, link, relay, outlet, leftover, early);
-    let back = Back::new(
-        &config,
-        &startup,
-        inbox,
-        handed_over,
-        cgroup,
-        service,
-        back_marks,
-    );
+    let back = Back::new(&config, &startup, inbox, handed_over, cgroup, service);
     match lost {
         Some(lost) => {
             pgkit::warn!("{}", back.recover(&lost));

@@ -231,10 +231,20 @@ impl<'a> Back<'a> {
         handed_over: bool,
         cgroup: Option<pgkit::cgroup::Cgroup>,
         service: Service,
-        back_marks: pgkit::guard::Marked,
     ) -> Back<'a> {
         // A front answers before the cause is fixed (see guardian.rs).
         let front = inbox.front.is_some();
+        // The back, before COMMAND exists: an outer graceful's deadline
+        // spares this process while it lives (pgkit::guard; --exec-cleanup's
+        // exec closes the marks).
+        let back_marks = match front {
+            true => pgkit::guard::mark(pgkit::guard::Role::Back),
+            false => Default::default(),
+        };
+        if back_marks.count() > 0 {
+            let n = back_marks.count();
+            verbose!("marked as reap's subreaper process for {n} outer graceful(s)");
+        }
         Back {
             config,
             startup,
