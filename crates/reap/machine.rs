@@ -350,9 +350,10 @@ impl<'a> Machine<'a> {
         self.s.signalled_at
     }
 
-    /// The first stop request came: at the moment the actions are carried
-    /// out (see [`Machine::sent`]).
+    /// A stop request came: REAP_CAUSE is cancel, and the first one's time
+    /// is the moment the actions are carried out (see [`Machine::sent`]).
     fn mark_stop(&mut self) {
+        self.s.cancel = true;
         self.s.stop_unstarted |= self.s.stop_at.is_none();
     }
 
@@ -440,7 +441,6 @@ impl<'a> Machine<'a> {
                 Phase::Settle | Phase::Sweep(Stage::Stop(_) | Stage::Kill, true),
                 Event::Signal(sig, from),
             ) if self.awaiting() && !self.s.cancel && stop(sig) => {
-                self.s.cancel = true;
                 self.mark_stop();
                 out.push(Say(Note::Trigger(sig, from, ", a stop request the front had when COMMAND ended: not passed on; REAP_CAUSE=cancel")));
             }
@@ -497,7 +497,6 @@ impl<'a> Machine<'a> {
                 self.sweep(Stage::Kill, true, out);
             }
             (Phase::Sweep(Stage::Wait, true), Event::Signal(sig, from)) if stop(sig) => {
-                self.s.cancel = true;
                 self.mark_stop();
                 out.push(Say(Note::Trigger(sig, from, ": stopping the leftovers")));
                 self.sweep(Stage::Stop(self.grace_from(now)), true, out);
@@ -608,7 +607,6 @@ impl<'a> Machine<'a> {
             }
             _ => match Some(self.c.stop_delay).filter(|d| !d.is_zero() && !self.s.cancel) {
                 Some(delay) => {
-                    self.s.cancel = true;
                     self.mark_stop();
                     self.s.delayed = Some((sig, from));
                     self.arm(Some(delay));
@@ -627,7 +625,6 @@ impl<'a> Machine<'a> {
             out.push(Action::StopAll(sig));
         }
         if !self.s.cancel {
-            self.s.cancel = true;
             self.mark_stop();
             self.s.stop_sig = Some(sig);
             self.arm(self.c.grace.duration());

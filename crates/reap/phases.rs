@@ -954,13 +954,10 @@ impl<'a> Back<'a> {
                 verbose!("the front process is gone: killing {what} at once");
                 self.front_lost()
             }
-            Note::Dropped(sig, from, how) => {
+            Note::Dropped(sig, from, how) | Note::Trigger(sig, from, how) => {
                 verbose!("received {sig} from pid {from}{how}");
-                events::signal(sig, from, "dropped", None)
-            }
-            Note::Trigger(sig, from, how) => {
-                verbose!("received {sig} from pid {from}{how}");
-                events::signal(sig, from, "trigger", None)
+                let dropped = matches!(note, Note::Dropped(..));
+                events::signal(sig, from, if dropped { "dropped" } else { "trigger" }, None)
             }
             Note::StopDelayed(sig, from) => {
                 verbose!(
