@@ -124,56 +124,60 @@ fn kill_signal_named(parser: &mut lexopt::Parser, opt: &str) -> Result<Signal, E
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
     let mut parser = lexopt::Parser::from_args(args);
-    let mut timeout = Timeout::Never;
-    let mut grace = Timeout::After(Duration::from_secs(10));
-    let mut grace_given = false;
-    let mut signal = None;
-    let mut kill_signal = Signal::KILL;
-    let mut on = SigSet::stop_requests();
-    let mut forward = SigSet::notices();
-    let mut pdeathsig = Some(Signal::KILL);
-    let mut preserve_status = false;
-    let mut foreground = Foreground::Off;
-    let mut command = None;
-    let mut named = SigSet::EMPTY;
-    let mut stop_delay = Duration::ZERO;
-    let mut stop_all = false;
-    let mut events = None;
+    let mut c = Config {
+        timeout: None,
+        grace: Timeout::After(Duration::from_secs(10)),
+        grace_given: false,
+        signal: None,
+        kill_signal: Signal::KILL,
+        on: SigSet::stop_requests(),
+        forward: SigSet::notices(),
+        pdeathsig: Some(Signal::KILL),
+        preserve_status: false,
+        foreground: Foreground::Off,
+        command: Vec::new(),
+        stop_delay: Duration::ZERO,
+        stop_all: false,
+        events: None,
+        named: SigSet::EMPTY,
+    };
     let mut seen = cli::Seen::default();
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
         match arg {
             Short('t') | Long("timeout") => {
                 seen.once("--timeout", &opt)?;
-                timeout = cli::duration(&mut parser, &opt)?
+                // `--timeout 0` means no timeout, as in timeout(1).
+                let timeout = cli::duration(&mut parser, &opt)?.duration();
+                c.timeout = timeout.filter(|d| !d.is_zero())
             }
             // --kill-after is timeout(1)'s name for --grace: one of them.
             Short('g') | Long("grace") | Long("kill-after") => {
                 seen.once("--grace", &opt)?;
-                grace = cli::duration(&mut parser, &opt)?;
-                grace_given = true;
+                c.grace = cli::duration(&mut parser, &opt)?;
+                c.grace_given = true;
             }
             Short('s') | Long("signal") => {
                 seen.once("--signal", &opt)?;
-                signal = Some(cli::signal(&mut parser, &opt)?)
+                c.signal = Some(cli::signal(&mut parser, &opt)?)
             }
             Short('k') | Long("kill-signal") => {
                 seen.once("--kill-signal", &opt)?;
-                kill_signal = kill_signal_named(&mut parser, &opt)?
+                c.kill_signal = kill_signal_named(&mut parser, &opt)?
             }
             Long("on") => {
                 seen.once("--on", &opt)?;
-                on = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
-                named = named.union(on);
+                c.on = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
+                c.named = c.named.union(c.on);
             }
             Short('f') | Long("forward") => {
                 seen.once("--forward", &opt)?;
-                forward = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
-                named = named.union(forward);
+                c.forward = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
+                c.named = c.named.union(c.forward);
             }
             Long("stop-delay") => {
                 seen.once("--stop-delay", &opt)?;
-                stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
+                c.stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
                     Error::usage(format!(
                         "--stop-delay cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
                     ))
@@ -181,52 +185,30 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             }
             Long("pdeathsig") => {
                 seen.once("--pdeathsig", &opt)?;
-                pdeathsig = cli::signal_or_none(&mut parser, &opt)?
+                c.pdeathsig = cli::signal_or_none(&mut parser, &opt)?
             }
             Long("events") => {
                 seen.once("--events", &opt)?;
-                events = Some(cli::events(&mut parser, &opt)?)
+                c.events = Some(cli::events(&mut parser, &opt)?)
             }
-            Long("preserve-status") => preserve_status = true,
-            Long("stop-all") => stop_all = true,
-            Long("foreground") => {
-                seen.flag("terminal", "--foreground", &opt)?;
-                foreground = Foreground::On
-            }
-            Long("no-foreground") => {
-                seen.flag("terminal", "--no-foreground", &opt)?;
-                foreground = Foreground::Off
-            }
+            Long("preserve-status") => c.preserve_status = true,
+            Long("stop-all") => c.stop_all = true,
+            Long("foreground") | Long("no-foreground") => c.foreground = seen.foreground(&opt)?,
             arg => match cli::common(arg.into(), &mut parser, HELP, &mut false)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
-                    command = Some(argv);
+                    c.command = argv;
                     break;
                 }
                 Flow::Done(parsed) => return Ok(parsed),
             },
         }
     }
-    let command = command.ok_or_else(cli::missing_command)?;
-    // `--timeout 0` means no timeout, as in timeout(1).
-    let timeout = timeout.duration().filter(|d| !d.is_zero());
-    Ok(Parsed::Run(Config {
-        timeout,
-        grace,
-        grace_given,
-        signal,
-        kill_signal,
-        forward: forward.minus(on),
-        on,
-        pdeathsig,
-        preserve_status,
-        foreground,
-        command,
-        named,
-        stop_delay,
-        stop_all,
-        events,
-    }))
+    if c.command.is_empty() {
+        return Err(cli::missing_command());
+    }
+    c.forward = c.forward.minus(c.on);
+    Ok(Parsed::Run(c))
 }
 
 #[cfg(test)]

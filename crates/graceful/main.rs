@@ -43,7 +43,7 @@ fn run() -> ! {
     startup::block(caught);
     // Read once before COMMAND starts (cli::open_signals); what came
     // already is acted on once COMMAND exists, first thing.
-    let signals = cli::open_signals(caught).unwrap_or_else(|e| e.exit());
+    let (signals, received) = cli::open_signals(caught).unwrap_or_else(|e| e.exit());
     // Members whose parent dies are re-parented to graceful: their exits
     // reach it as SIGCHLD, and it can reap them.
     reap::become_subreaper().unwrap_or_else(|e| Error::sys("become a child subreaper", e).exit());
@@ -71,9 +71,21 @@ fn run() -> ! {
         child.pid()
     );
 
-    let jobs = JobControl::new(handed_over, config.foreground);
-    let below = below::Below::new(spare);
-    let mut supervisor = Supervisor::new(&config, child, machine, signals, jobs, relay, below);
+    let mut supervisor = Supervisor {
+        received,
+        config: &config,
+        child,
+        machine,
+        signals,
+        jobs: JobControl::new(handed_over, config.foreground),
+        member: None,
+        recheck: None,
+        blind_warned: false,
+        waiting_below: false,
+        relay,
+        extension: Default::default(),
+        below: below::Below::new(spare),
+    };
     let status = supervisor.run();
     let timed_out = supervisor.finish();
     if timed_out && !config.preserve_status {

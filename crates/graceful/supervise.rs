@@ -23,57 +23,31 @@ use std::time::{Duration, Instant};
 pub struct Supervisor<'a> {
     /// The signals read last (kept from wake to wake; the first are those
     /// read before COMMAND started, acted on first).
-    received: Vec<Received>,
-    config: &'a Config,
-    child: Child,
-    machine: Machine,
-    signals: SignalFd,
-    jobs: JobControl,
+    pub received: Vec<Received>,
+    pub config: &'a Config,
+    pub child: Child,
+    pub machine: Machine,
+    pub signals: SignalFd,
+    pub jobs: JobControl,
     /// Once COMMAND has exited: a live member of its group, watched by pidfd.
-    member: Option<descend::Member>,
+    pub member: Option<descend::Member>,
     /// Without a pidfd of that member (no pidfds here) and with another
     /// parent than graceful, no signal says when it exits: the group is
     /// looked at again after this long, doubling up to a second.
-    recheck: Option<Duration>,
+    pub recheck: Option<Duration>,
     /// Said once that, without `/proc`, the group is watched blind.
-    blind_warned: bool,
+    pub blind_warned: bool,
     /// Said once that graceful waits for what is left below it.
-    waiting_below: bool,
+    pub waiting_below: bool,
     /// COMMAND's notification socket, relayed to systemd's.
-    relay: Option<Relay>,
+    pub relay: Option<Relay>,
     /// The unit's stop timeout, extended while graceful stops.
-    extension: Extension,
+    pub extension: Extension,
     /// Everything below graceful, which the kill signal reaches.
-    below: Below,
+    pub below: Below,
 }
 
-impl<'a> Supervisor<'a> {
-    pub fn new(
-        config: &'a Config,
-        child: Child,
-        machine: Machine,
-        (signals, early): (SignalFd, Vec<Received>),
-        jobs: JobControl,
-        relay: Option<Relay>,
-        below: Below,
-    ) -> Supervisor<'a> {
-        Supervisor {
-            received: early,
-            config,
-            child,
-            machine,
-            signals,
-            jobs,
-            member: None,
-            recheck: None,
-            blind_warned: false,
-            waiting_below: false,
-            relay,
-            extension: Extension::default(),
-            below,
-        }
-    }
-
+impl Supervisor<'_> {
     /// Run the ladder until the group is gone; COMMAND's status.
     pub fn run(&mut self) -> Status {
         loop {

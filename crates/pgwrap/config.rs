@@ -83,14 +83,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 to = route::parse_to(&cli::text(&mut parser, &opt)?, &opt)?
             }
             Long("setsid") => setsid = true,
-            Long("foreground") => {
-                seen.flag("terminal", "--foreground", &opt)?;
-                foreground = Foreground::On
-            }
-            Long("no-foreground") => {
-                seen.flag("terminal", "--no-foreground", &opt)?;
-                foreground = Foreground::Off
-            }
+            Long("foreground") | Long("no-foreground") => foreground = seen.foreground(&opt)?,
             Long("pdeathsig") => {
                 seen.once("--pdeathsig", &opt)?;
                 pdeathsig = cli::signal_or_none(&mut parser, &opt)?

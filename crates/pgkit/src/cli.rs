@@ -6,6 +6,7 @@ use crate::duration::{Timeout, DURATION_HINT};
 use crate::error::Error;
 use crate::sigfd::{Received, SignalFd};
 use crate::signal::{SigSet, Signal, SIGNAL_HINT};
+use crate::tty::Foreground;
 use std::ffi::OsString;
 
 /// What the command line asks for.
@@ -446,6 +447,19 @@ impl Seen {
             return Ok(());
         }
         self.either(what, long, opt)
+    }
+
+    /// `--foreground` or `--no-foreground` (`opt`): what it sets the
+    /// terminal to, the other one given before refused.
+    pub fn foreground(&mut self, opt: &str) -> Result<Foreground, Error> {
+        let on = opt == "--foreground";
+        let long = if on {
+            "--foreground"
+        } else {
+            "--no-foreground"
+        };
+        self.flag("terminal", long, opt)?;
+        Ok(if on { Foreground::On } else { Foreground::Off })
     }
 }
 
