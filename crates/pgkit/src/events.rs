@@ -32,7 +32,6 @@ pub struct EventLog {
     /// description stays as the caller's, blocking or not).
     socket: bool,
     dropped: Cell<u64>,
-    said: Cell<bool>,
 }
 
 thread_local! {
@@ -83,18 +82,17 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
     let kind = rustix::fs::fstat(&fd)
         .map(|st| FileType::from_raw_mode(st.st_mode))
         .map_err(|e| Error::sys(&format!("inspect {target} for {opt}"), e.into()))?;
-    match kind {
-        FileType::RegularFile | FileType::BlockDevice => Ok(EventLog::new(fd, false)),
-        FileType::Socket => Ok(EventLog::new(fd, true)),
+    let fd = match kind {
+        FileType::RegularFile | FileType::BlockDevice | FileType::Socket => fd,
         _ if !number => {
             if let Ok(flags) = rustix::fs::fcntl_getfl(&fd) {
                 let _ = rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK);
             }
-            Ok(EventLog::new(fd, false))
+            fd
         }
         _ => {
             let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-            let own = rustix::fs::open(
+            rustix::fs::open(
                 path.as_str(),
                 OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
                 Mode::empty(),
@@ -106,21 +104,14 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
                     path,
                     describe(&e.into())
                 ))
-            })?;
-            Ok(EventLog::new(own, false))
+            })?
         }
-    }
-}
-
-impl EventLog {
-    fn new(fd: OwnedFd, socket: bool) -> EventLog {
-        EventLog {
-            fd,
-            socket,
-            dropped: Cell::new(0),
-            said: Cell::new(false),
-        }
-    }
+    };
+    Ok(EventLog {
+        fd,
+        socket: kind == FileType::Socket,
+        dropped: Cell::new(0),
+    })
 }
 
 /// Make `log` the process's event log.
@@ -198,14 +189,12 @@ pub fn emit(event: &str, fields: &[(&str, Value<'_>)]) {
             };
             sent.is_ok_and(|n| n == line.len())
         });
-        if !written {
-            log.dropped.set(log.dropped.get() + 1);
-            if !log.said.replace(true) {
-                crate::warn!(
-                    "the event log cannot take an event (full, closed or too long): dropping it \
-                     and counting; the count is given at exit"
-                );
-            }
+        // The first one dropped is said, the count at exit.
+        if !written && log.dropped.replace(log.dropped.get() + 1) == 0 {
+            crate::warn!(
+                "the event log cannot take an event (full, closed or too long): dropping it \
+                 and counting; the count is given at exit"
+            );
         }
     });
 }

@@ -482,18 +482,10 @@ fn own_socket() -> std::io::Result<(UnixDatagram, Leftover)> {
 /// strangers out; see the module's text).
 fn secret_name() -> std::io::Result<String> {
     let mut bits = [0u8; 16];
-    let mut filled = 0;
-    while filled < bits.len() {
-        match rustix::rand::getrandom(&mut bits[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => {
-                // No getrandom (seccomp, very old kernel): the device.
-                use std::io::Read;
-                std::fs::File::open("/dev/urandom")?.read_exact(&mut bits)?;
-                filled = bits.len();
-            }
-        }
+    if rustix::rand::getrandom(&mut bits, rustix::rand::GetRandomFlags::empty()) != Ok(16) {
+        // No getrandom (seccomp, very old kernel), or cut short: the device.
+        use std::io::Read;
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bits)?;
     }
     Ok(bits.iter().map(|b| format!("{b:02x}")).collect())
 }
