@@ -322,6 +322,9 @@ impl Supervisor<'_> {
     /// Carry out the ladder's actions, in order.
     fn act(&mut self, actions: &[Action]) {
         let group = self.child.pid();
+        // The grace in ms for the event log (-1 for inf).
+        let grace = self.machine.grace();
+        let grace_ms = grace.map_or(-1, |g| i64::try_from(g.as_millis()).unwrap_or(i64::MAX));
         // The kill signal is the last one sent of a batch that ends in the
         // kill: with no grace the stop signal comes first in the same batch.
         let kill_at = (self.machine.killed())
@@ -333,7 +336,7 @@ impl Supervisor<'_> {
                     let sent = self.child.signal(Target::Group, sig);
                     let kill = kill_at == Some(at);
                     let kind = if kill { "kill" } else { "stop" };
-                    events::sent(kind, sig, "group", group, self.grace_ms());
+                    events::sent(kind, sig, "group", group, grace_ms);
                     match sent {
                         Ok(()) => verbose!("sent {sig} to group {group}"),
                         Err(e) if pgkit::child::refusal(&e) => {
@@ -348,10 +351,8 @@ impl Supervisor<'_> {
                     // first (below.rs).
                     if kill {
                         self.kill_below();
-                    } else {
-                        if self.config.stop_all {
-                            self.below.stop_all(group, sig);
-                        }
+                    } else if self.config.stop_all {
+                        self.below.stop_all(group, sig);
                     }
                 }
                 // A stopped process acts on nothing but KILL until continued.
@@ -375,13 +376,6 @@ impl Supervisor<'_> {
                 ),
             }
         }
-    }
-
-    /// The grace in ms for the event log (-1 for inf).
-    fn grace_ms(&self) -> i64 {
-        self.machine
-            .grace()
-            .map_or(-1, |g| i64::try_from(g.as_millis()).unwrap_or(i64::MAX))
     }
 
     /// The one blocking call.

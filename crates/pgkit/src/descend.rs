@@ -231,15 +231,10 @@ pub fn await_exit(procs: &[Proc], bound: std::time::Duration) {
     let mut fds: Vec<OwnedFd> = live.filter_map(|p| Some(pidfd::pin(p)?.0)).collect();
     let deadline = std::time::Instant::now().checked_add(bound);
     while !fds.is_empty() {
-        let ready = {
-            let borrowed: Vec<_> = fds.iter().map(|fd| fd.as_fd()).collect();
-            crate::poll::wait(&borrowed, deadline)
-        };
-        if ready.is_empty() {
-            if deadline.map_or(true, |d| std::time::Instant::now() >= d) {
-                return;
-            }
-            continue;
+        let borrowed: Vec<_> = fds.iter().map(|fd| fd.as_fd()).collect();
+        let ready = crate::poll::wait(&borrowed, deadline);
+        if ready.is_empty() && deadline.map_or(true, |d| std::time::Instant::now() >= d) {
+            return;
         }
         // The indices are in order: removed from the last.
         for at in ready.into_iter().rev() {
