@@ -396,20 +396,16 @@ impl Cgroup {
 
     /// Remove the directory (it must be empty of processes). Once only.
     pub fn remove(&mut self) -> io::Result<()> {
-        if self.removed {
-            return Ok(());
-        }
         // Only the directory made here: one of the same name made by
         // another process after ours was removed is not ours to remove.
-        let ours = rustix::fs::fstat(&self.dir).map(|s| (s.st_dev, s.st_ino));
-        if rustix::fs::stat(&self.path).map(|s| (s.st_dev, s.st_ino)) != ours {
-            self.removed = true;
-            return Ok(());
-        }
-        match rustix::fs::unlinkat(CWD, &self.path, AtFlags::REMOVEDIR) {
-            // Removed by the other process of the tool.
-            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-            Err(e) => return Err(e.into()),
+        let id = |s: rustix::fs::Stat| (s.st_dev, s.st_ino);
+        let ours = || rustix::fs::fstat(&self.dir).map(id) == rustix::fs::stat(&self.path).map(id);
+        if !self.removed && ours() {
+            match rustix::fs::unlinkat(CWD, &self.path, AtFlags::REMOVEDIR) {
+                // Removed by the other process of the tool.
+                Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         self.removed = true;
         Ok(())

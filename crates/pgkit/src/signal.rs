@@ -152,11 +152,7 @@ impl Signal {
         if text.is_empty() {
             return Err("empty signal list".into());
         }
-        let mut set = SigSet::EMPTY;
-        for item in text.split(',') {
-            set.insert(Signal::parse(item)?);
-        }
-        Ok(set)
+        text.split(',').map(Signal::parse).collect()
     }
 
     /// A signal the kernel sends on a fault of the process itself.
