@@ -50,15 +50,9 @@ fn run() -> ! {
         (tty::own_session(), "process group")
     };
     events::started(child.pid(), child.pid(), sid);
-    verbose!(
-        "started pid {} in a new {kind}{}",
-        child.pid(),
-        if handed_over {
-            ", terminal handed over"
-        } else {
-            ""
-        }
-    );
+    let tty = handed_over.then_some(", terminal handed over");
+    let tty = tty.unwrap_or_default();
+    verbose!("started pid {} in a new {kind}{tty}", child.pid());
     let mut jobs = JobControl::new(handed_over, config.foreground);
     jobs.follows_fg &= !config.setsid;
     let pid1 = reap::is_pid1();

@@ -356,21 +356,10 @@ fn suggestion<'a>(opt: &str, help: &'a str) -> Option<&'a str> {
     }
     // Within two edits (one for short names), and nearer than any other.
     let most = if typed.len() <= 4 { 1 } else { 2 };
-    let mut best: Option<(usize, &str)> = None;
-    let mut tie = false;
-    for o in options {
-        let d = distance(typed, &o[2..]);
-        match best {
-            _ if d > most => {}
-            Some((b, _)) if d == b => tie = true,
-            Some((b, _)) if d > b => {}
-            _ => {
-                best = Some((d, o));
-                tie = false;
-            }
-        }
-    }
-    best.filter(|_| !tie).map(|(_, o)| o)
+    let near = |o: &&str| distance(typed, &o[2..]);
+    let best = options.iter().map(near).min().filter(|&d| d <= most)?;
+    let mut nearest = options.into_iter().filter(|o| near(o) == best);
+    nearest.next().filter(|_| nearest.next().is_none())
 }
 
 /// Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`.
