@@ -35,10 +35,7 @@ impl Error {
 
     /// A system call failed before COMMAND was started: `unable to WHAT: ERRNO`.
     pub fn sys(what: &str, err: io::Error) -> Error {
-        Error {
-            code: TOOL_FAILED,
-            msg: format!("unable to {what}: {}", describe(&err)),
-        }
+        Error::usage(format!("unable to {what}: {}", describe(&err)))
     }
 
     /// Print the one line on stderr and exit with `code` (before COMMAND
@@ -65,9 +62,7 @@ impl fmt::Display for Error {
 
 /// An OS error as a short phrase, without Rust's "(os error N)" suffix.
 pub fn describe(err: &io::Error) -> String {
-    let text = err.to_string();
-    match text.find(" (os error") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    }
+    let mut text = err.to_string();
+    text.truncate(text.find(" (os error").unwrap_or(text.len()));
+    text
 }

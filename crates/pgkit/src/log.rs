@@ -64,19 +64,15 @@ pub fn verbose_line(msg: std::fmt::Arguments<'_>) {
 /// names a sender writes `from pid N`; that one is said as what it is.
 fn senders(msg: String) -> String {
     const ZERO: &str = "from pid 0";
-    let mut out = String::with_capacity(msg.len() + 16);
-    let mut rest = msg.as_str();
-    while let Some(at) = rest.find(ZERO) {
-        let after = &rest[at + ZERO.len()..];
-        out.push_str(&rest[..at]);
-        if after.starts_with(|c: char| c.is_ascii_digit()) {
-            out.push_str(ZERO);
-        } else {
-            out.push_str("from the terminal/kernel");
-        }
-        rest = after;
+    const KERNEL: &str = "from the terminal/kernel";
+    let mut parts = msg.split(ZERO);
+    let mut out = parts.next().unwrap_or_default().to_string();
+    for part in parts {
+        // `from pid 07`: a pid that starts with 0, said as it is.
+        let pid = part.starts_with(|c: char| c.is_ascii_digit());
+        out.push_str(if pid { ZERO } else { KERNEL });
+        out.push_str(part);
     }
-    out.push_str(rest);
     out
 }
 
