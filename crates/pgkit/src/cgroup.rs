@@ -101,18 +101,15 @@ pub fn own_dir(mountinfo: &[u8], cgroup: &[u8]) -> Result<PathBuf, String> {
         .ok_or("no cgroup2 mount (see /proc/self/mountinfo)")?;
     // The mount shows the hierarchy from `root` down: reap's cgroup must be
     // in that part of it.
-    let rel = if root == b"/" {
-        own.to_vec()
-    } else {
-        match own.strip_prefix(&root[..]) {
-            Some(rest) if rest.is_empty() || rest[0] == b'/' => rest.to_vec(),
-            _ => {
-                return Err(format!(
-                    "no cgroup2 mount shows reap's cgroup {} (the mount shows {} only)",
-                    String::from_utf8_lossy(own),
-                    String::from_utf8_lossy(&root)
-                ))
-            }
+    let rel = match own.strip_prefix(&root[..]) {
+        _ if root == b"/" => own,
+        Some(rest) if rest.is_empty() || rest[0] == b'/' => rest,
+        _ => {
+            return Err(format!(
+                "no cgroup2 mount shows reap's cgroup {} (the mount shows {} only)",
+                String::from_utf8_lossy(own),
+                String::from_utf8_lossy(&root)
+            ))
         }
     };
     if rel.split(|&b| b == b'/').any(|c| c == b"..") {
@@ -122,7 +119,7 @@ pub fn own_dir(mountinfo: &[u8], cgroup: &[u8]) -> Result<PathBuf, String> {
         ));
     }
     let mut path = PathBuf::from(OsStr::from_bytes(&point));
-    let rel = rel.strip_prefix(b"/").unwrap_or(&rel);
+    let rel = rel.strip_prefix(b"/").unwrap_or(rel);
     if !rel.is_empty() {
         path.push(OsStr::from_bytes(rel));
     }
