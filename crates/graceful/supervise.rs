@@ -62,9 +62,7 @@ impl Supervisor<'_> {
                 self.on_signal(got);
             }
             self.received = received;
-            if let Some(relay) = self.relay.as_mut() {
-                relay.relay();
-            }
+            self.relay.iter_mut().for_each(Relay::relay);
             let now = Instant::now();
             if let Some(event) = self.machine.due(now) {
                 let what = match event {
@@ -112,9 +110,7 @@ impl Supervisor<'_> {
         }
         let _ = reap::reap_except(None);
         // What COMMAND's group said last is sent on; then the socket goes.
-        if let Some(mut relay) = self.relay.take() {
-            relay.relay();
-        }
+        self.relay.take().iter_mut().for_each(Relay::relay);
         self.machine.timed_out()
     }
 

@@ -169,13 +169,9 @@ impl Spare {
     /// The marks `pid` holds now (none if its descriptors cannot be read).
     pub fn held(&self, pid: i32) -> Held {
         let mut held = Held::default();
-        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-            return held;
-        };
-        for entry in dir.flatten() {
-            let Ok(target) = std::fs::read_link(entry.path()) else {
-                continue;
-            };
+        let dir = std::fs::read_dir(format!("/proc/{pid}/fd"));
+        let fds = dir.into_iter().flatten().flatten();
+        for target in fds.filter_map(|e| std::fs::read_link(e.path()).ok()) {
             let target = target.as_os_str().as_encoded_bytes();
             held.back |= target == self.back_link.as_bytes();
             held.cleanup |= target == self.cleanup_link.as_bytes();
