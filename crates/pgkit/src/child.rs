@@ -93,10 +93,8 @@ fn wait_status(code: i32) -> Status {
 
 /// Decode an exit from `waitid`.
 pub(crate) fn exit_status(s: &WaitIdStatus) -> Status {
-    (s.exit_status()).map_or_else(
-        || killed_by(s.terminating_signal().unwrap_or(0)),
-        Status::Exited,
-    )
+    let killed = || killed_by(s.terminating_signal().unwrap_or(0));
+    s.exit_status().map_or_else(killed, Status::Exited)
 }
 
 /// Killed by signal `n` (a number that is no signal: 128 + `n`, as a shell

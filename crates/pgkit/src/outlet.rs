@@ -73,11 +73,8 @@ pub struct Outlet {
 fn can_close(fd: BorrowedFd<'_>) -> Option<(FileType, u64, u64)> {
     let st = fstat(fd).ok()?;
     let kind = FileType::from_raw_mode(st.st_mode);
-    matches!(kind, FileType::Fifo | FileType::Socket).then_some((
-        kind,
-        st.st_dev as u64,
-        st.st_ino as u64,
-    ))
+    let id = (kind, st.st_dev as u64, st.st_ino as u64);
+    matches!(kind, FileType::Fifo | FileType::Socket).then_some(id)
 }
 
 /// The caller's descriptor `n` (1 or 2), borrowed.

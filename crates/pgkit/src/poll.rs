@@ -133,13 +133,9 @@ pub fn wait_all(
         .map(|(fd, flags)| PollFd::from_borrowed_fd(*fd, flags))
         .chain(timer_fd.map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN)))
         .collect();
-    let timeout = fallback.map(|d| {
-        let left = d.saturating_duration_since(Instant::now());
-        Timespec {
-            tv_sec: left.as_secs().min(i64::MAX as u64) as i64,
-            tv_nsec: left.subsec_nanos().into(),
-        }
-    });
+    // A wait past what a timespec holds (no Instant is that far) waits on.
+    let left = |d: Instant| Timespec::try_from(d.saturating_duration_since(Instant::now())).ok();
+    let timeout = fallback.and_then(left);
     // rustix's poll is ppoll with a null sigmask: the (fully blocked) mask
     // stays as it is.
     if let Err(e) = rustix::event::poll(&mut pfds, timeout.as_ref()) {

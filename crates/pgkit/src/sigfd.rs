@@ -75,17 +75,11 @@ impl SignalFd {
     /// ended here (SIGCHLD is watched again, and the descriptor is readable
     /// at once if one is pending).
     pub fn wake_by(&mut self, deadline: Option<Instant>, now: Instant) -> Option<Instant> {
-        if let Some(end) = self.held {
-            if now >= end {
-                if crate::sigraw::signalfd_set(self.fd.as_fd(), self.set).is_ok() {
-                    self.held = None;
-                } else {
-                    // Cannot fail on a live signalfd; were it to, the next
-                    // try is a hold later (the wake-ups still reap), never
-                    // a busy loop.
-                    self.held = Some(now + CHILD_HOLD);
-                }
-            }
+        if self.held.is_some_and(|end| now >= end) {
+            // Cannot fail on a live signalfd; were it to, the next try is a
+            // hold later (the wake-ups still reap), never a busy loop.
+            let watched = crate::sigraw::signalfd_set(self.fd.as_fd(), self.set).is_ok();
+            self.held = (!watched).then(|| now + CHILD_HOLD);
         }
         deadline.into_iter().chain(self.held).min()
     }
