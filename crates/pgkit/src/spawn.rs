@@ -524,10 +524,8 @@ struct Arena {
 impl Arena {
     fn new() -> io::Result<Arena> {
         use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
-        let (rw, flags) = (
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::PRIVATE | MapFlags::STACK,
-        );
+        let rw = ProtFlags::READ | ProtFlags::WRITE;
+        let flags = MapFlags::PRIVATE | MapFlags::STACK;
         // SAFETY: a new mapping, nobody else's: its lowest GUARD bytes made
         // inaccessible; unmapped again if the guard cannot be made.
         unsafe {
