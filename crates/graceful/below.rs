@@ -84,16 +84,13 @@ impl Below {
             .filter(|p| !p.is_zombie())
             .map(|p| (p.pid, p))
             .collect();
-        for p in live.values() {
-            let left = p.pgid != group
+        let left = |p: &&Proc| {
+            p.pgid != group
                 && live.get(&p.pgid).is_some_and(|l| {
                     !tool(l.pid) && (l.ppid == me || !live.contains_key(&l.ppid) || !tool(l.ppid))
-                });
-            if !left {
-                return Some(true);
-            }
-        }
-        Some(false)
+                })
+        };
+        Some(!live.values().all(left))
     }
 
     /// Send `sig` to every live process of `walk` outside COMMAND's group

@@ -187,22 +187,18 @@ pub fn below(
     let mut is_tool = BTreeMap::new();
     let mut tool = |pid: i32| *is_tool.entry(pid).or_insert_with(|| tools.is_tool(pid));
     let live: Vec<&Proc> = tree.iter().filter(|p| !p.is_zombie()).collect();
-    let mut reached: BTreeSet<i32> = [group].into();
-    let mut tools_reached: BTreeSet<i32> = BTreeSet::new();
-    loop {
-        let before = (reached.len(), tools_reached.len());
+    let (mut reached, mut tools_reached) = (BTreeSet::from([group]), BTreeSet::new());
+    let mut grew = true;
+    while std::mem::take(&mut grew) {
         for p in &live {
             if reached.contains(&p.pgid) && tool(p.pid) {
-                tools_reached.insert(p.pid);
+                grew |= tools_reached.insert(p.pid);
             }
             // A COMMAND a reached tool leads (reap's back too: the front's
             // child, in a group of its own).
             if tools_reached.contains(&p.ppid) && p.pid == p.pgid {
-                reached.insert(p.pgid);
+                grew |= reached.insert(p.pgid);
             }
-        }
-        if (reached.len(), tools_reached.len()) == before {
-            break;
         }
     }
     // A group whose leader is gone cannot be placed: its members may have
