@@ -398,13 +398,10 @@ impl Supervisor<'_> {
             // Readable for good once COMMAND has exited: then left out.
             fds.extend(self.child.pidfd());
         }
-        if let Some(fd) = self.member.as_ref().and_then(|m| m.pidfd.as_ref()) {
-            fds.push(fd.as_fd());
-        }
+        let member = self.member.as_ref().and_then(|m| m.pidfd.as_ref());
+        fds.extend(member.map(|fd| fd.as_fd()));
         fds.extend(self.relay.as_ref().map(|r| r.as_fd()));
-        if self.machine.killed() {
-            fds.extend(self.below.news());
-        }
+        fds.extend(self.below.news().filter(|_| self.machine.killed()));
         poll::wait(&fds, deadline);
     }
 }
