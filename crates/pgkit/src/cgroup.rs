@@ -266,10 +266,8 @@ impl Cgroup {
     /// cgroup (only an empty one can be): not populated.
     pub fn populated(&self) -> bool {
         let mut buf = [0u8; 256];
-        match rustix::io::pread(&self.events, &mut buf, 0) {
-            Ok(n) => buf[..n].split(|&b| b == b'\n').any(|l| l == b"populated 1"),
-            Err(_) => false,
-        }
+        let read = rustix::io::pread(&self.events, &mut buf, 0);
+        read.is_ok_and(|n| buf[..n].split(|&b| b == b'\n').any(|l| l == b"populated 1"))
     }
 
     /// The pids in `cgroup.procs` now (none if it cannot be read).
