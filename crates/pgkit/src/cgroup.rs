@@ -204,11 +204,9 @@ impl Cgroup {
                 Err(e) => return Err(not_writable(&own, e.into())),
             }
         }
-        let made = Cgroup::open(path.clone());
-        if made.is_err() {
+        Cgroup::open(path.clone()).inspect_err(|_| {
             let _ = rustix::fs::unlinkat(CWD, &path, AtFlags::REMOVEDIR);
-        }
-        made
+        })
     }
 
     fn open(path: PathBuf) -> Result<Cgroup, Error> {
@@ -366,9 +364,7 @@ impl Cgroup {
     }
 
     fn write(&self, file: &str, what: &[u8]) -> io::Result<()> {
-        let fd = at(&self.dir, file, OFlags::WRONLY)?;
-        rustix::io::write(&fd, what)?;
-        Ok(())
+        Ok(rustix::io::write(at(&self.dir, file, OFlags::WRONLY)?, what).map(drop)?)
     }
 
     /// What the job used (cpu.stat, memory.peak).

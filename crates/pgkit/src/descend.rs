@@ -143,10 +143,7 @@ pub fn live_member(pgid: i32, leader: i32) -> Option<Member> {
             // Read again after opening: the same start time means the pidfd
             // names the process the walk saw, not a later owner of the pid.
             let now = stat(seen.pid).filter(|p| p.start == seen.start && live(p));
-            now.map(|_| Member {
-                pid: seen.pid,
-                pidfd,
-            })
+            now.map(|p| Member { pid: p.pid, pidfd })
         })
 }
 
@@ -167,10 +164,9 @@ pub fn has_children() -> bool {
     match rustix::process::waitid(WaitId::All, options) {
         Err(rustix::io::Errno::CHILD) => false,
         Ok(_) | Err(rustix::io::Errno::INTR) => true,
-        Err(_) => children().is_some_and(|pids| {
-            pids.iter()
-                .any(|&p| crate::procfs::stat(p).is_some_and(|s| !s.is_zombie()))
-        }),
+        Err(_) => {
+            (children().into_iter().flatten()).any(|p| stat(p).is_some_and(|s| !s.is_zombie()))
+        }
     }
 }
 

@@ -109,10 +109,8 @@ impl Spare {
     /// The value COMMAND gets: the entries of the tool's own `VAR`
     /// (well-formed ones, the newest kept), then this graceful's.
     pub fn export(&self) -> OsString {
-        let start = procfs::read("/proc/self/stat")
-            .ok()
-            .and_then(|t| procfs::parse_stat(&t))
-            .map_or(0, |p| p.start);
+        let stat = procfs::read("/proc/self/stat").unwrap_or_default();
+        let start = procfs::parse_stat(&stat).map_or(0, |p| p.start);
         let own = format!(
             "{}:{start}:{}:{}",
             procfs::own_pid(),
@@ -208,12 +206,9 @@ impl Spare {
         self.cleanups.extend(self.written());
         // The news of ended cleanups, read: this walk is what it asked for.
         let mut buf = [0u8; 64];
-        while let Ok(n) = rustix::io::read(&self.back, &mut buf) {
-            if n == 0 {
-                self.backs_gone = true;
-                break;
-            }
-        }
+        let mut reads = std::iter::repeat_with(|| rustix::io::read(&self.back, &mut buf));
+        // Until nothing more now, or end of file: no inner reap holds it.
+        self.backs_gone |= reads.find(|r| !matches!(r, Ok(1..))) == Some(Ok(0));
         let cleanups = &self.cleanups;
         self.cleanup_tree.retain(|_, c| cleanups.contains(c));
         let mut guarded = BTreeSet::new();
@@ -311,15 +306,14 @@ impl Marked {
 /// (an `execve` closes the marks).
 pub fn mark(role: Role) -> Marked {
     let mut marked = Marked::default();
-    let Some(value) = std::env::var_os(VAR) else {
-        return marked;
-    };
+    let value = std::env::var_os(VAR).unwrap_or_default();
     // The graceful named, not a later owner of its pid.
     let named = |e: &Entry| procfs::stat(e.pid).map(|p| p.start) == Some(e.start);
     for e in parse(&value.to_string_lossy()).filter(named) {
-        let fd = match role {
-            Role::Back => e.back,
-            Role::Cleanup => e.cleanup,
+        let fd = if role == Role::Back {
+            e.back
+        } else {
+            e.cleanup
         };
         let path = format!("/proc/{}/fd/{fd}", e.pid);
         // For writing: the read end graceful keeps then polls no POLLHUP
@@ -334,10 +328,9 @@ pub fn mark(role: Role) -> Marked {
         // A pipe, and still the graceful's: checked after the open.
         let fifo = rustix::fs::fstat(&opened)
             .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_fifo());
-        if !fifo || !named(&e) {
-            continue;
+        if fifo && named(&e) {
+            marked.0.push(opened);
         }
-        marked.0.push(opened);
     }
     marked
 }

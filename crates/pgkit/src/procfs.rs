@@ -7,7 +7,6 @@
 //! requires text to be UTF-8: a process the walk cannot parse is a process
 //! the sweep cannot kill, so every field is found by position in bytes.
 
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -147,9 +146,7 @@ pub fn uptime_ticks() -> Option<u64> {
 }
 
 /// A `/proc` file, whole.
-pub fn read(path: &str) -> io::Result<Vec<u8>> {
-    std::fs::read(path)
-}
+pub use std::fs::read;
 
 /// Set once by the tools' start-up hook: the process has one thread, so
 /// its children are all in its main thread's `children` file.
@@ -165,7 +162,7 @@ pub fn stat(pid: i32) -> Option<Proc> {
     if pid <= 0 {
         return None;
     }
-    parse_stat(&read(&format!("/proc/{pid}/stat")).ok()?)
+    parse_stat(&read(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// A zombie's status in `wait(2)`'s form: the `exit_code` field of
@@ -178,7 +175,7 @@ pub fn exit_code(pid: i32) -> Option<i32> {
     if pid <= 0 {
         return None;
     }
-    let status = read(&format!("/proc/{pid}/status")).ok()?;
+    let status = read(format!("/proc/{pid}/status")).ok()?;
     let ours = |key: &str, id: u32| {
         status_field(&status, key).is_some_and(|ids| {
             // Real, effective and saved, all three there.
@@ -193,7 +190,7 @@ pub fn exit_code(pid: i32) -> Option<i32> {
     if !ours("Uid", uid) || !ours("Gid", gid) {
         return None;
     }
-    parse_exit_code(&read(&format!("/proc/{pid}/stat")).ok()?)
+    parse_exit_code(&read(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// The `exit_code` field of a `stat` line (the last, the 52nd).
@@ -222,18 +219,15 @@ pub fn children_of(pid: i32) -> Option<Vec<i32>> {
         // RLIMIT_NOFILE cannot spare.
         return own_children();
     }
-    let dir = if own {
-        "/proc/self/task".to_string()
-    } else {
-        format!("/proc/{pid}/task")
-    };
+    let who = if own { "self".into() } else { pid.to_string() };
+    let dir = format!("/proc/{who}/task");
     let mut kids = Vec::new();
     let Ok(tasks) = std::fs::read_dir(&dir) else {
         return if own { None } else { Some(kids) };
     };
     for task in tasks.flatten() {
         let tid = task.file_name();
-        match read(&format!("{dir}/{}/children", tid.to_string_lossy())) {
+        match read(format!("{dir}/{}/children", tid.to_string_lossy())) {
             Ok(text) => kids.extend(pids(&text)),
             Err(_) if own => return None,
             Err(_) => {}
@@ -245,10 +239,8 @@ pub fn children_of(pid: i32) -> Option<Vec<i32>> {
 /// This process's own children (zombies included), from its main thread's
 /// `children` file. `None` where that file cannot be read.
 pub fn own_children() -> Option<Vec<i32>> {
-    let tid = std::process::id();
-    Some(pids(
-        &read(&format!("/proc/self/task/{tid}/children")).ok()?,
-    ))
+    let text = read(format!("/proc/self/task/{}/children", own_pid())).ok()?;
+    Some(pids(&text))
 }
 
 /// Every process of the system, from one pass over `/proc`.
@@ -306,12 +298,10 @@ pub fn check() -> Result<(), Unusable> {
 }
 
 fn look() -> Result<(), Unusable> {
-    let no_fd = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
-    let status = match read("/proc/self/status") {
-        Ok(s) => s,
-        Err(e) if no_fd(&e) => return Err(Unusable::NoDescriptor),
-        Err(_) => return Err(Unusable::Missing),
-    };
+    let status = read("/proc/self/status").map_err(|e| match e.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE) => Unusable::NoDescriptor,
+        _ => Unusable::Missing,
+    })?;
     let me = own_pid();
     if let Some(nspid) = status_field(&status, "NSpid") {
         return (pids(nspid) == [me]).then_some(()).ok_or(Unusable::Foreign);

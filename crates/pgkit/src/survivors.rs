@@ -63,7 +63,7 @@ pub fn reason(status: &[u8], sig: Signal) -> Reason {
 /// Read `pid`'s name and reason; `None` once it is gone (or a zombie).
 pub fn survivor(pid: i32, sig: Signal) -> Option<Survivor> {
     let stat = procfs::stat(pid).filter(|p| !p.is_zombie())?;
-    let status = procfs::read(&format!("/proc/{pid}/status")).ok()?;
+    let status = procfs::read(format!("/proc/{pid}/status")).ok()?;
     Some(Survivor {
         pid,
         name: stat.name.to_string(),
@@ -113,8 +113,7 @@ fn marked_tool(pid: i32) -> Option<()> {
     let mut file = std::fs::File::open(&exe).ok()?;
     let keep = MARK.len() - 1;
     let mut buf = vec![0u8; 64 * 1024 + keep];
-    let mut have = 0;
-    let mut read = 0;
+    let (mut have, mut read) = (0, 0);
     while read < MAX_SCAN {
         let n = file.read(&mut buf[have..]).ok().filter(|&n| n > 0)?;
         read += n;
@@ -150,15 +149,8 @@ impl Tools {
         let Some(id) = file_id(format!("/proc/{pid}/exe").as_ref()) else {
             return false;
         };
-        if self.ids.contains(&id) {
-            return true;
-        }
-        if let Some(&known) = self.seen.borrow().get(&id) {
-            return known;
-        }
-        let tool = marked_tool(pid).is_some();
-        self.seen.borrow_mut().insert(id, tool);
-        tool
+        let mut seen = self.seen.borrow_mut();
+        self.ids.contains(&id) || *seen.entry(id).or_insert_with(|| marked_tool(pid).is_some())
     }
 }
 

@@ -209,11 +209,10 @@ impl JobControl {
             }
             return;
         }
-        if !is_job_stop(sig) {
-            return;
+        if is_job_stop(sig) {
+            crate::verbose!("COMMAND stopped by {sig}; stopping too");
+            self.stop_job(child, sig);
         }
-        crate::verbose!("COMMAND stopped by {sig}; stopping too");
-        self.stop_job(child, sig);
     }
 
     /// Whether COMMAND is stopped, as far as job control knows: seen
