@@ -365,13 +365,9 @@ fn suggestion<'a>(opt: &str, help: &'a str) -> Option<&'a str> {
 /// Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`.
 fn distance(a: &str, b: &str) -> usize {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
+    // d[i][j]: from a[..i] to b[..j]; i + j is right where either is empty,
+    // and every other cell is written before it is read.
+    let mut d: Vec<Vec<usize>> = (0..=a.len()).map(|i| (i..=i + b.len()).collect()).collect();
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);

@@ -51,7 +51,7 @@ thread_local! {
 /// EAGAIN). A file of our own is made non-blocking where a write to it may
 /// block (a FIFO named by path).
 pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
-    use rustix::fs::{FileType, Mode, OFlags};
+    use rustix::fs::{fcntl_getfl, fcntl_setfl, FileType, Mode, OFlags};
     let number = !target.is_empty() && target.bytes().all(|b| b.is_ascii_digit());
     let fd: OwnedFd = if number {
         let n: RawFd = target
@@ -85,9 +85,7 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
     let fd = match kind {
         FileType::RegularFile | FileType::BlockDevice | FileType::Socket => fd,
         _ if !number => {
-            if let Ok(flags) = rustix::fs::fcntl_getfl(&fd) {
-                let _ = rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK);
-            }
+            let _ = fcntl_getfl(&fd).and_then(|f| fcntl_setfl(&fd, f | OFlags::NONBLOCK));
             fd
         }
         _ => {

@@ -115,16 +115,11 @@ pub fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
     if !msg.chars().any(char::is_control) {
         return msg.into();
     }
-    msg.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
+    let escaped = msg.chars().map(|c| match c.is_control() {
+        true => c.escape_default().to_string(),
+        false => c.to_string(),
+    });
+    escaped.collect::<String>().into()
 }
 
 /// Set once stderr is a broken pipe: nothing more is written to it.
@@ -138,14 +133,10 @@ fn write_stderr(mut buf: &[u8]) {
     while !buf.is_empty() && !STDERR_BROKEN.load(Ordering::Relaxed) {
         // fd 2 may be closed: write reports EBADF, which is ignored.
         match rustix::io::write(rustix::stdio::stderr(), buf) {
-            Ok(0) => return,
-            Ok(n) => buf = &buf[n..],
+            Ok(n @ 1..) => buf = &buf[n..],
             Err(rustix::io::Errno::INTR) => continue,
-            Err(rustix::io::Errno::PIPE) => {
-                STDERR_BROKEN.store(true, Ordering::Relaxed);
-                return;
-            }
-            Err(_) => return,
+            // Nothing written, or an error; EPIPE: nobody reads it any more.
+            r => return STDERR_BROKEN.store(r == Err(rustix::io::Errno::PIPE), Ordering::Relaxed),
         }
     }
 }

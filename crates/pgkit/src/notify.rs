@@ -211,10 +211,7 @@ impl Relay {
             Ok(out) => out,
             Err(why) => return crate::verbose!("{why}"),
         };
-        if text
-            .split(|&b| b == b'\n')
-            .any(|l| l.starts_with(b"MAINPID="))
-        {
+        if (text.split(|&b| b == b'\n')).any(|l| l.starts_with(b"MAINPID=")) {
             crate::verbose!("notification: MAINPID= dropped (the tool stays the main process)");
         }
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
