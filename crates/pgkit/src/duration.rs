@@ -62,10 +62,8 @@ impl Timeout {
             rest = tail.trim_start();
         }
         let secs = (nanos / 1_000_000_000) as u64;
-        Ok(Timeout::After(Duration::new(
-            secs,
-            (nanos % 1_000_000_000) as u32,
-        )))
+        let sub = (nanos % 1_000_000_000) as u32;
+        Ok(Timeout::After(Duration::new(secs, sub)))
     }
 
     /// The duration, or `None` for never.
@@ -113,9 +111,7 @@ fn part(text: &str) -> Option<(u128, &str)> {
     if matches!(bytes.get(end), Some(b'e' | b'E')) {
         let mut i = end + 1;
         let negative = bytes.get(i) == Some(&b'-');
-        if matches!(bytes.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
+        i += usize::from(matches!(bytes.get(i), Some(b'+' | b'-')));
         let exp_end = digits_from(i);
         if exp_end == i {
             return None;
@@ -150,17 +146,10 @@ fn part(text: &str) -> Option<(u128, &str)> {
     let exp10 = exp10.saturating_add((significant.len() - kept) as i64);
     let mantissa: u128 = significant[..kept].parse().unwrap_or(0);
     let scaled = mantissa * nanos_per_unit;
-    let power = u32::try_from(exp10.unsigned_abs())
-        .ok()
-        .and_then(|e| 10u128.checked_pow(e));
-    let nanos = if exp10 >= 0 {
-        power
-            .and_then(|p| scaled.checked_mul(p))
-            .unwrap_or(MAX_NANOS)
-    } else {
-        power.map_or(0, |p| scaled / p)
-    }
-    .min(MAX_NANOS);
+    let power = (u32::try_from(exp10.unsigned_abs()).ok()).and_then(|e| 10u128.checked_pow(e));
+    let grown = (power.and_then(|p| scaled.checked_mul(p))).unwrap_or(MAX_NANOS);
+    let shrunk = power.map_or(0, |p| scaled / p);
+    let nanos = if exp10 >= 0 { grown } else { shrunk }.min(MAX_NANOS);
     Some((nanos.max(MIN_NANOS * u128::from(positive)), tail))
 }
 
