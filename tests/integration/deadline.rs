@@ -602,7 +602,13 @@ fn a_cleanups_leftover_is_killed(reap_args: &[&str], bound: Duration) -> String 
 #[test]
 fn what_an_exec_cleanup_leaves_is_not_spared_once_it_has_ended() {
     let err = a_cleanups_leftover_is_killed(
-        &["--exec-cleanup", "--cleanup", "sleep 20 & echo leftover=$!"],
+        // The cleanup outlasts graceful's first look after its kill (2 s),
+        // so that look finds it guarded whatever the machine's load.
+        &[
+            "--exec-cleanup",
+            "--cleanup",
+            "sleep 20 & echo leftover=$!; sleep 2",
+        ],
         Duration::from_secs(15),
     );
     let waiting: Vec<&str> = (err.lines())
