@@ -164,8 +164,8 @@ impl Tools {
 /// knows better (a process started after the stop signal went out was not
 /// sent it, whatever its group); `None` leaves it to the groups. Unless
 /// `all_sent`, a member of `group` that started after the stop signal went
-/// out to it (`stopped`) is said to be late: in a later tick, or in the
-/// same one when the default action would have ended it.
+/// out to it (`stopped`) is said to be late: in a later tick, or up to 10
+/// ticks before when the default action would have ended it.
 pub fn below(
     tree: &[Proc],
     group: i32,
@@ -212,8 +212,12 @@ pub fn below(
             s.late = said == Some(false)
                 || !all_sent
                     && p.pgid == group
+                    // Within a tenth of a second before the time taken, a
+                    // member whose TERM is at its default (the time is read
+                    // once the signal is out, in ticks of 10 ms, on a
+                    // machine that may be loaded): it would have died of it.
                     && stop.is_some_and(|at| {
-                        p.start > at || p.start == at && s.reason == Reason::Unknown
+                        p.start > at || p.start + 10 >= at && s.reason == Reason::Unknown
                     });
             s.sent = !s.late
                 && said.unwrap_or_else(|| {
