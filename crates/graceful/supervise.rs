@@ -392,7 +392,7 @@ impl Supervisor<'_> {
             recheck = recheck.into_iter().chain(again).min();
         }
         let due = recheck.into_iter().chain(self.machine.deadline()).min();
-        let deadline = self.signals.wake_by(due, now);
+        let deadline = self.signals.wake_by(due, || now);
         let mut fds = vec![self.signals.as_fd()];
         if self.child.exit_status().is_none() {
             // Readable for good once COMMAND has exited: then left out.

@@ -158,7 +158,7 @@ impl Inbox {
         cgroup: Option<BorrowedFd<'_>>,
         deadline: Option<Instant>,
     ) {
-        let deadline = self.signals.wake_by(deadline, Instant::now());
+        let deadline = self.signals.wake_by(deadline, Instant::now);
         let mut fds = poll::Fds::default();
         fds.push(self.signals.as_fd());
         let front_at = (self.front.as_ref().and_then(|f| f.fd())).map(|fd| fds.push(fd));

@@ -73,13 +73,20 @@ impl SignalFd {
     /// The deadline to sleep until: `deadline`, or the end of the hold
     /// that still runs if that comes first. A hold whose time has come is
     /// ended here (SIGCHLD is watched again, and the descriptor is readable
-    /// at once if one is pending).
-    pub fn wake_by(&mut self, deadline: Option<Instant>, now: Instant) -> Option<Instant> {
-        if self.held.is_some_and(|end| now >= end) {
-            // Cannot fail on a live signalfd; were it to, the next try is a
-            // hold later (the wake-ups still reap), never a busy loop.
-            let watched = crate::sigraw::signalfd_set(self.fd.as_fd(), self.set).is_ok();
-            self.held = (!watched).then(|| now + CHILD_HOLD);
+    /// at once if one is pending). The clock is read (`now`) only while a
+    /// hold runs: the wait right after a signal is passed on reads none.
+    pub fn wake_by(
+        &mut self,
+        deadline: Option<Instant>,
+        now: impl FnOnce() -> Instant,
+    ) -> Option<Instant> {
+        if let Some(now) = self.held.map(|_| now()) {
+            if self.held.is_some_and(|end| now >= end) {
+                // Cannot fail on a live signalfd; were it to, the next try is
+                // a hold later (the wake-ups still reap), never a busy loop.
+                let watched = crate::sigraw::signalfd_set(self.fd.as_fd(), self.set).is_ok();
+                self.held = (!watched).then(|| now + CHILD_HOLD);
+            }
         }
         deadline.into_iter().chain(self.held).min()
     }
