@@ -80,8 +80,9 @@ impl SignalFd {
         deadline: Option<Instant>,
         now: impl FnOnce() -> Instant,
     ) -> Option<Instant> {
-        if let Some(now) = self.held.map(|_| now()) {
-            if self.held.is_some_and(|end| now >= end) {
+        if let Some(end) = self.held {
+            let now = now();
+            if now >= end {
                 // Cannot fail on a live signalfd; were it to, the next try is
                 // a hold later (the wake-ups still reap), never a busy loop.
                 let watched = crate::sigraw::signalfd_set(self.fd.as_fd(), self.set).is_ok();
