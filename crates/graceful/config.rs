@@ -9,57 +9,7 @@ use pgkit::{Error, SigSet, Signal, Timeout};
 use std::ffi::OsString;
 use std::time::Duration;
 
-pub const HELP: &str = "\
-Usage: graceful [OPTION]... [--] COMMAND [ARG]...
-Run COMMAND in a new process group. On a stop trigger send the stop signal to
-the whole group (--stop-all: to every process below graceful), wait up to the
-grace period for it to exit, then send the kill signal to every process still
-below graceful (the group, and what left it).
-
-  -t, --timeout DUR        also trigger the stop when COMMAND has run this long
-                           (default none; 0 means none)
-  -g, --grace DUR          time between the stop signal and the kill signal
-                           (default 10s; inf: never kill)
-      --kill-after DUR     timeout(1)'s name for --grace
-  -s, --signal SIG         stop signal sent to the group (default: the trigger
-                           signal itself; TERM for --timeout)
-  -k, --kill-signal SIG    sent when the grace period is over (default KILL;
-                           a name: timeout's -k 5 is --grace 5 here)
-      --stop-all           the stop signal to every process below graceful at
-                           once, not only to COMMAND's group
-      --stop-delay DUR     on a trigger, wait this long before the stop signal
-                           (a load balancer's drain; default 0; a second
-                           trigger ends it; the grace starts after it)
-      --on LIST            signals that trigger the stop
-                           (default TERM,INT,HUP,QUIT)
-  -f, --forward LIST       other signals passed on unchanged to the group
-                           (default USR1,USR2,WINCH; --on wins where both
-                           list one)
-      --events FD|PATH     a machine-readable event log: a JSON line per event
-                           (FD: an open descriptor, 0 or more)
-      --pdeathsig SIG|none signal COMMAND gets if graceful dies (default KILL)
-      --preserve-status    after --timeout, exit with COMMAND's status, not 124
-      --foreground         give COMMAND the terminal (then Ctrl-C reaches
-                           COMMAND, not graceful)
-      --no-foreground      never give COMMAND the terminal (the default)
-  -v, --verbose            one line on stderr per decision (-vv: also the
-                           signals the caller left ignored)
-  -h, --help               show this help and exit
-  -V, --version            show the version and exit
-
-An option that takes one value is given once.
-Lines on stderr start 'graceful[PID]: ' (a refused command line: 'graceful: ').
-Durations: 10, 1.5s, 250ms, 2m, 1h, 1d, inf, systemd spans (5min, 1min 30s);
-said as 30s, 4.5s, 250ms.
-Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
-COMMAND gets GRACEFUL_GRACE_MS=<grace in ms>; a graceful that finds it in its
-own environment caps its grace 500ms below it.
-Exit status: COMMAND's; killed by a signal => graceful dies of it too
-(128+S after --timeout with --preserve-status, as timeout(1));
-124 --timeout fired; 125 graceful failed, 126 COMMAND not executable,
-127 COMMAND (or its #! interpreter) not found.
-See graceful(1).
-";
+pub const HELP: &str = include_str!("help.txt");
 
 #[derive(Debug)]
 pub struct Config {

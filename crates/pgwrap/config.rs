@@ -7,37 +7,7 @@ pub use pgkit::tty::Foreground;
 use pgkit::{Error, SigSet, Signal, Target};
 use std::ffi::OsString;
 
-pub const HELP: &str = "\
-Usage: pgwrap [OPTION]... [--] COMMAND [ARG]...
-Run COMMAND in a new process group and pass on only the chosen signals.
-Every other signal that would end pgwrap is dropped.
-
-  -f, --forward LIST       signals passed on; the list replaces the default,
-                           HUP,INT,QUIT,TERM,USR1,USR2,WINCH
-  -i, --ignore LIST        remove these signals from the forward set
-  -m, --map FROM:TO        pass FROM on as TO (repeatable)
-      --to group|child     send to COMMAND's whole group (default) or to
-                           COMMAND alone
-      --setsid             new session instead of a new process group
-      --foreground         give COMMAND the terminal (default: when stdin is a
-                           terminal and pgwrap is in its foreground group)
-      --no-foreground      never give COMMAND the terminal
-      --events FD|PATH     a machine-readable event log: a JSON line per event
-                           (FD: an open descriptor, 0 or more)
-      --pdeathsig SIG|none signal COMMAND gets if pgwrap dies (default KILL)
-  -v, --verbose            one line on stderr per decision (-vv: also the
-                           signals the caller left ignored)
-  -h, --help               show this help and exit
-  -V, --version            show the version and exit
-
-An option that takes one value is given once.
-Lines on stderr start 'pgwrap[PID]: ', but a refused command line's 'pgwrap: '.
-Signals: TERM, SIGTERM, term, 15, RTMIN+3; lists are comma-separated.
-Exit status: COMMAND's; killed by a signal => pgwrap dies of it too;
-125 pgwrap failed, 126 COMMAND not executable, 127 COMMAND (or its #!
-interpreter) not found.
-See pgwrap(1).
-";
+pub const HELP: &str = include_str!("help.txt");
 
 #[derive(Debug)]
 pub struct Config {

@@ -9,70 +9,7 @@ use pgkit::{Error, SigSet, Signal, Target, Timeout};
 use std::ffi::OsString;
 use std::time::Duration;
 
-pub const HELP: &str = "\
-Usage: reap [OPTION]... [--] COMMAND [ARG]...
-Run COMMAND as a child subreaper (or as init when PID 1): reap every zombie,
-kill what COMMAND leaves behind, then run the cleanup command, guaranteed.
-
-  -f, --forward LIST         signals passed on to COMMAND's group
-                             (default HUP,INT,QUIT,TERM,USR1,USR2,WINCH)
-  -m, --map FROM:TO          pass FROM on as TO (repeatable; what dumb-init
-                             calls --rewrite)
-      --to group|child       send to COMMAND's whole group (default) or to
-                             COMMAND alone (dumb-init: --single-child)
-      --success-status N     COMMAND's status N (128+S for signal S) counts
-                             as 0 for reap's own (repeatable; tini's -e);
-                             REAP_STATUS stays the real one
-  -c, --cleanup CMD          shell command (/bin/sh -c CMD) run once COMMAND
-                             and all its descendants are gone
-      --cleanup-exec PROG [ARG]... ;
-                             the cleanup as an argument vector, run without
-                             a shell; ends at a lone ';' (quote it: \\; or ';')
-  -g, --grace DUR            stop signal, then this long, then KILL
-                             (default 5s)
-  -s, --signal SIG           stop signal for leftover descendants
-                             (default TERM)
-      --cleanup-timeout DUR  stop the cleanup if it runs longer (default inf;
-                             0 is no limit, as in timeout(1)); it then
-                             counts as failed with status 124
-      --exec-cleanup         the cleanup replaces reap's subreaper process
-                             (same PID); its status is reap's final status
-      --keep-orphans         do not kill leftovers: wait for them to exit
-      --cgroup               run COMMAND in a new cgroup v2 below reap's own:
-                             leftovers are what is still in it (cgroup.kill);
-                             refused (125) where reap's cgroup is not
-                             delegated to it (systemd: Delegate=yes)
-      --stop-all             on a stop request, the stop signal to every
-                             descendant at once, not only to COMMAND's group
-      --stop-delay DUR       on a stop request, wait this long before passing
-                             the stop signal on (a drain; default 0; a second
-                             request ends it; the grace starts after it)
-      --events FD|PATH       a machine-readable event log (a descriptor or a
-                             file, FD 0 or more): one JSON line per event
-      --foreground           give COMMAND the terminal (default: when stdin is
-                             a terminal and reap is in its foreground group)
-      --no-foreground        never give COMMAND the terminal
-  -v, --verbose              one line on stderr per decision (-vv: also
-                             the signals the caller left ignored)
-  -h, --help                 show this help and exit
-  -V, --version              show the version and exit
-
-The cleanup gets REAP_STATUS (N or 128+S), REAP_SIGNAL (TERM, or empty) and
-REAP_CAUSE (cancel, lost, signal or exit). It runs even if the process reap
-was started as is SIGKILLed alone or with its whole process group. A cleanup
-that fails or is killed gets one line on stderr, even without -v.
-An option that takes one value is given once.
-Lines on stderr start 'reap[PID]: ', but a refused command line's 'reap: '.
-Durations: 10, 10s, 1.5s, 250ms, 2m, 1h, 1d, inf, systemd spans (5min,
-1min 30s); said as 30s, 4.5s, 250ms.
-Invoked as docker-init (dockerd --init-path), --version prints the
-`tini version X - git.Y` line Docker reads for `docker info`.
-Exit status: COMMAND's (killed by a signal => reap dies of it too; 128+S as
-PID 1); if COMMAND succeeded and the cleanup failed, the cleanup's.
-125 reap failed, 126 COMMAND not executable, 127 COMMAND (or its #!
-interpreter) not found.
-See reap(1).
-";
+pub const HELP: &str = include_str!("help.txt");
 
 #[derive(Debug)]
 pub struct Config {
