@@ -1,6 +1,5 @@
 //! reap's command line: lexopt loop -> validated `Config`.
 
-use crate::outcome::Successes;
 use lexopt::Arg::{Long, Short};
 use pgkit::cli::{self, Flow, Parsed};
 use pgkit::route::{self, Route};
@@ -16,8 +15,8 @@ pub struct Config {
     /// What is passed on to COMMAND's group (`--forward`, `--map`), or to
     /// COMMAND alone (`--to child`).
     pub route: Route,
-    /// `--success-status`: COMMAND's statuses that count as 0.
-    pub successes: Successes,
+    /// `--success-status`: COMMAND's statuses (N, or 128+S) that count as 0.
+    pub successes: Vec<i32>,
     /// The cleanup's argument vector: `/bin/sh -c CMD` for `--cleanup`,
     /// the vector as given for `--cleanup-exec`.
     pub cleanup: Option<Vec<OsString>>,
@@ -98,7 +97,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut parser = lexopt::Parser::from_args(args);
     let mut c = Config {
         route: Route::new(SigSet::EMPTY, Target::Group),
-        successes: Successes::default(),
+        successes: Vec::new(),
         cleanup: None,
         grace: Timeout::After(Duration::from_secs(5)),
         signal: Signal::TERM,
@@ -136,7 +135,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 let value = cli::text(&mut parser, &opt)?;
                 let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
                 match value.parse::<u8>() {
-                    Ok(code) if digits => c.successes.insert(code),
+                    Ok(code) if digits => c.successes.push(code.into()),
                     _ => {
                         return Err(Error::usage(format!(
                             "invalid status '{value}' for {opt} (give an exit status, 0 to 255: \

@@ -677,7 +677,7 @@ impl<'a> Machine<'a> {
     /// The final status: COMMAND's, or the cleanup's if COMMAND succeeded
     /// and the cleanup failed.
     fn finish(&mut self, cleanup: Option<Status>, out: &mut Vec<Action>) {
-        let last = final_status(self.command(), cleanup, self.c.successes);
+        let last = final_status(self.command(), cleanup, &self.c.successes);
         self.s.phase = Phase::Done;
         if self.s.takeover {
             // The front that took over exits 125 (reap failed to keep its
