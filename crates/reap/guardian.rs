@@ -101,28 +101,28 @@ fn decode_status(value: i64) -> Option<Status> {
     }
 }
 
-/// Read what `pipe` holds, without blocking, onto `buf`; true once the
-/// other side is gone (end of file). A short read took all there was: no
-/// second read only to meet EAGAIN.
-fn read_into(pipe: &mut File, buf: &mut Vec<u8>) -> bool {
+/// Each whole record `pipe` holds, read without blocking onto what `buf`
+/// kept of the last read (a short read took all there was: no second read
+/// only to meet EAGAIN); true once the other side is gone (end of file),
+/// and `pipe` then `None`.
+fn read_records(pipe: &mut Option<File>, buf: &mut Vec<u8>, mut f: impl FnMut(i32, i64)) -> bool {
+    let Some(file) = pipe.as_mut() else {
+        return false;
+    };
     let mut chunk = [0u8; RECORD * 64];
-    loop {
-        match pipe.read(&mut chunk) {
-            Ok(0) => return true,
+    let end = loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break true,
             Ok(n) => {
                 buf.extend_from_slice(&chunk[..n]);
                 if n < chunk.len() {
-                    return false;
+                    break false;
                 }
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return e.kind() != ErrorKind::WouldBlock,
+            Err(e) => break e.kind() != ErrorKind::WouldBlock,
         }
-    }
-}
-
-/// Each whole record of `buf`, taken from it.
-fn each_record(buf: &mut Vec<u8>, mut f: impl FnMut(i32, i64)) {
+    };
     let whole = buf.len() / RECORD * RECORD;
     for rec in buf[..whole].chunks_exact(RECORD) {
         let (kind, value) = rec.split_at(4);
@@ -131,6 +131,10 @@ fn each_record(buf: &mut Vec<u8>, mut f: impl FnMut(i32, i64)) {
         f(kind, value);
     }
     buf.drain(..whole);
+    if end {
+        *pipe = None;
+    }
+    end
 }
 
 fn record(kind: i32, value: i64) -> [u8; RECORD] {
@@ -435,15 +439,8 @@ impl Front {
     /// its job stopped); once continued, tell the back, which continues
     /// COMMAND. A stop read after the back exited is moot.
     fn read_back(&mut self, follow: bool) {
-        let Some(pipe) = self.from_back.as_mut() else {
-            return;
-        };
-        if read_into(pipe, &mut self.partial) {
-            self.from_back = None;
-        }
         let mut stopped = false;
-        let mut partial = std::mem::take(&mut self.partial);
-        each_record(&mut partial, |kind, value| {
+        read_records(&mut self.from_back, &mut self.partial, |kind, value| {
             let news = &mut self.news;
             match kind {
                 COMMAND => news.command = i32::try_from(value).ok(),
@@ -481,7 +478,6 @@ impl Front {
                 relay.send("STOPPING=1");
             }
         });
-        self.partial = partial;
         if stopped {
             verbose!("continued; continuing COMMAND");
             // As if sent by the front itself, so the back's log names it.
@@ -521,11 +517,7 @@ impl Link {
     /// Read everything there is, without blocking: each signal handed over
     /// and the answer as events, then [`Event::FrontLost`] at end of file.
     pub fn read_into(&mut self, events: &mut Vec<Event>) {
-        let Some(pipe) = self.from_front.as_mut() else {
-            return;
-        };
-        let lost = read_into(pipe, &mut self.buf);
-        each_record(&mut self.buf, |kind, from| {
+        let lost = read_records(&mut self.from_front, &mut self.buf, |kind, from| {
             let from = i32::try_from(from).unwrap_or_default();
             match Signal::from_raw(kind) {
                 _ if kind == ANSWER => events.push(Event::Answered),
@@ -534,7 +526,6 @@ impl Link {
             }
         });
         if lost {
-            self.from_front = None;
             events.push(Event::FrontLost);
         }
     }
