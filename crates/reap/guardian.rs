@@ -55,7 +55,7 @@
 use crate::machine::Event;
 use crate::outcome::Cause;
 use pgkit::error::TOOL_FAILED;
-use pgkit::notify::Relay;
+use pgkit::notify::{Leftover, Relay};
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::{exit, fork, poll, reap, tty, verbose, Child, Error, SigSet, Signal, Status};
 use std::fs::File;
@@ -192,7 +192,7 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
             buf: Vec::with_capacity(RECORD * 64),
             front_pgid,
             front_pid,
-            relays: false,
+            leftover: None,
         };
         // Not inherited through the fork. Refused, the front ends as the
         // back does, without a line of its own.
@@ -503,9 +503,11 @@ pub struct Link {
     pub front_pgid: i32,
     /// The front's pid (the process the supervisor started).
     pub front_pid: i32,
-    /// The front relays COMMAND's notification socket: it sends the
-    /// extensions of the stop timeout on (see `Back::extend`).
-    pub relays: bool,
+    /// The socket of COMMAND's notifications, where the front relays them:
+    /// it sends the extensions of the stop timeout on (see `Back::extend`),
+    /// and the back removes the socket and its directory if the front is
+    /// lost (nobody relays any more), or as the cleanup replaces it.
+    pub leftover: Option<Leftover>,
 }
 
 impl Link {
@@ -526,6 +528,9 @@ impl Link {
             }
         });
         if lost {
+            if let Some(leftover) = &self.leftover {
+                leftover.remove();
+            }
             events.push(Event::FrontLost);
         }
     }

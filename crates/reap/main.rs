@@ -72,8 +72,6 @@ fn run() -> ! {
         .then(pgkit::outlet::Outlet::open)
         .flatten();
 
-    // The back's note of the front's socket, to remove if the front is killed.
-    let mut leftover = None;
     let (mut link, mut lost) = (None, None);
     // Read once before COMMAND starts: a refused read ends reap here, with
     // nothing started (split, the front does so before its fork). What came
@@ -99,14 +97,13 @@ fn run() -> ! {
             Split::Back(mut back_link, signals) => {
                 // The front relays; this copy only passes the path on, and
                 // removes the socket if the front is killed.
-                back_link.relays = relay.is_some();
-                leftover = relay.take().map(notify::Relay::disown);
+                back_link.leftover = relay.take().map(notify::Relay::disown);
                 link = Some(back_link);
                 (signals, Vec::new())
             }
         }
     };
-    let inbox = Inbox::new(signals, link, relay, outlet, leftover, early);
+    let inbox = Inbox::new(signals, link, relay, outlet, early);
     let back = Back::new(&config, &startup, inbox, handed_over, cgroup, service);
     match lost {
         Some(lost) => {

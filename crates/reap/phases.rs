@@ -26,7 +26,7 @@ use crate::sweep::{Finder, Sweeper};
 use crate::terminal;
 use pgkit::child::Job;
 use pgkit::error::TOOL_FAILED;
-use pgkit::notify::{Extension, Leftover, Relay, Service};
+use pgkit::notify::{Extension, Relay, Service};
 use pgkit::outlet::Outlet;
 use pgkit::sigfd::{Received, SignalFd};
 use pgkit::spawn::{Isolation, Spawn};
@@ -53,8 +53,6 @@ pub struct Inbox {
     /// COMMAND's notification socket, where this process relays it (the
     /// front, or reap as PID 1).
     relay: Option<Relay>,
-    /// The front's socket, removed here if the front is lost.
-    leftover: Option<Leftover>,
     /// The cleanup's stdout and stderr where they are relayed (see pgkit's
     /// `outlet`), and whether the cleanup has them.
     outlet: Option<Outlet>,
@@ -70,14 +68,12 @@ impl Inbox {
     /// The inbox of the back (`front`: its link), or of reap as PID 1, or
     /// of the front that took over: COMMAND's notifications relayed here
     /// (see pgkit's `notify`), the cleanup's streams made before the split,
-    /// the front's socket to remove if the front is lost, and signals read
-    /// before COMMAND started, taken first.
+    /// and signals read before COMMAND started, taken first.
     pub fn new(
         signals: SignalFd,
         front: Option<Link>,
         relay: Option<Relay>,
         outlet: Option<Outlet>,
-        leftover: Option<Leftover>,
         mut early: Vec<Received>,
     ) -> Inbox {
         early.reserve(KEPT);
@@ -88,7 +84,6 @@ impl Inbox {
             front_ready: true,
             extra_ready: true,
             relay,
-            leftover,
             outlet,
             relaying: false,
             ready: Vec::with_capacity(KEPT),
@@ -130,10 +125,6 @@ impl Inbox {
         let ready = std::mem::take(&mut self.front_ready);
         if let Some(front) = self.front.as_mut().filter(|_| ready) {
             front.read_into(events);
-            // Gone: nobody relays any more, the socket and its directory go.
-            if let Some(leftover) = self.leftover.take_if(|_| front.fd().is_none()) {
-                leftover.remove();
-            }
         }
     }
 
@@ -290,8 +281,9 @@ impl<'a> Back<'a> {
     /// [`Extension`]), sent by the front (the unit's main process) or,
     /// without one, by this process. Returns when to extend again.
     fn extend(&mut self) -> Option<Instant> {
-        let relays = self.inbox.front.as_ref().is_some_and(|f| f.relays);
-        if !(relays || self.inbox.relay.is_some()) || !self.machine.stopping() {
+        // Split, the front relays; else this process, where it does.
+        let relays = self.inbox.front.as_ref().map(|f| f.leftover.is_some());
+        if !relays.unwrap_or(self.inbox.relay.is_some()) || !self.machine.stopping() {
             return None;
         }
         let (by, again) = (self.extension).next(self.machine.deadline(), Instant::now());
@@ -873,7 +865,7 @@ impl<'a> Back<'a> {
             // is gone), and nobody would remove it if the front were killed
             // from now on.
             self.inbox.relay = None;
-            if let Some(leftover) = self.inbox.leftover.take() {
+            if let Some(leftover) = self.inbox.front.as_mut().and_then(|f| f.leftover.take()) {
                 leftover.remove();
             }
             // From now on the cleanup's end is reap's end (the exec closes
