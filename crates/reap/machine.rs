@@ -45,12 +45,12 @@ pub enum Event {
     /// Everything pending has been read since the phase began (Start,
     /// Settle): the machine may go on.
     Drained,
-    /// COMMAND was started.
-    CommandStarted,
-    /// COMMAND could not be started: 125, 126 or 127.
-    CommandStartFailed(i32),
-    /// COMMAND exited (left unreaped).
-    CommandExited(Status),
+    /// What the phase starts (COMMAND, then the cleanup) was started.
+    Started,
+    /// It could not be started (or exec'd): 125, 126 or 127.
+    StartFailed(i32),
+    /// It exited while it ran (left unreaped).
+    Exited(Status),
     /// During a sweep: the pinned process (COMMAND, or the cleanup) has
     /// exited, unreaped. `pin`: leftovers are reached through its group
     /// only (no usable `/proc`), so its group's id must stay its own.
@@ -61,12 +61,6 @@ pub enum Event {
     TreeRemains,
     /// The deadline of [`Machine::deadline`] is reached (see [`Machine::due`]).
     DeadlinePassed,
-    /// The cleanup was started.
-    CleanupStarted,
-    /// The cleanup could not be started (or exec'd): 125, 126 or 127.
-    CleanupStartFailed(i32),
-    /// The cleanup exited (left unreaped).
-    CleanupExited(Status),
 }
 
 /// What the driver must do.
@@ -455,13 +449,13 @@ impl<'a> Machine<'a> {
                 self.command_done(Status::Signaled(Signal::KILL), out);
             }
             (Phase::Start, Event::Drained) => out.push(StartCommand),
-            (Phase::Start, Event::CommandStarted) => {
+            (Phase::Start, Event::Started) => {
                 self.s.phase = Phase::Run(None);
                 for (sig, from) in std::mem::take(&mut self.s.held) {
                     self.pass_on(sig, from, out);
                 }
             }
-            (Phase::Start, Event::CommandStartFailed(code)) => {
+            (Phase::Start, Event::StartFailed(code)) => {
                 self.command_done(Status::Exited(code), out)
             }
             (Phase::Run(_), Event::Signal(sig, from)) => self.pass_on(sig, from, out),
@@ -469,7 +463,7 @@ impl<'a> Machine<'a> {
                 out.extend([Say(Note::Cut("COMMAND's tree")), ReleaseTerminal]);
                 self.sweep(Stage::Kill, true, out);
             }
-            (Phase::Run(deadline), Event::CommandExited(status)) => {
+            (Phase::Run(deadline), Event::Exited(status)) => {
                 self.s.command = Some(status);
                 self.s.reported = Some(status);
                 let stage = match deadline {
@@ -547,7 +541,7 @@ impl<'a> Machine<'a> {
                     out.push(StartCleanup(cleanup_env(status, cause), in_place));
                 }
             }
-            (Phase::Settle, Event::CleanupStarted) => {
+            (Phase::Settle, Event::Started) => {
                 let deadline = self
                     .c
                     .cleanup_timeout
@@ -555,7 +549,7 @@ impl<'a> Machine<'a> {
                     .and_then(|d| now.checked_add(d));
                 self.s.phase = Phase::Cleanup(deadline);
             }
-            (Phase::Settle, Event::CleanupStartFailed(code)) => {
+            (Phase::Settle, Event::StartFailed(code)) => {
                 self.s.cleanup = Some(Status::Exited(code));
                 self.finish(Some(Status::Exited(code)), out);
             }
@@ -567,7 +561,7 @@ impl<'a> Machine<'a> {
                 let how = " during the cleanup: not passed on";
                 out.push(Say(Note::Dropped(sig, from, how)));
             }
-            (Phase::Cleanup(_), Event::CleanupExited(status)) => {
+            (Phase::Cleanup(_), Event::Exited(status)) => {
                 self.s.cleanup = Some(status);
                 let stage = if self.c.keep_orphans {
                     Stage::Wait
@@ -702,8 +696,7 @@ mod tests {
     use super::*;
     use Action::*;
     use Event::{
-        Answered, CleanupExited, CleanupStartFailed, CleanupStarted, CommandExited,
-        CommandStartFailed, CommandStarted, DeadlinePassed, Drained, FrontLost, LeaderExited,
+        Answered, DeadlinePassed, Drained, Exited, FrontLost, LeaderExited, StartFailed, Started,
         TreeEmpty, TreeRemains,
     };
 
@@ -751,7 +744,7 @@ mod tests {
     fn started(mut m: Machine<'static>, t: Instant) -> Machine<'static> {
         assert_eq!(m.phase(), Phase::Start);
         assert_eq!(m.on(Drained, t), [StartCommand]);
-        assert_eq!(m.on(CommandStarted, t), []);
+        assert_eq!(m.on(Started, t), []);
         assert_eq!(m.phase(), Phase::Run(None));
         m
     }
@@ -760,7 +753,7 @@ mod tests {
     /// the actions of the step that computes the cause.
     fn settled(p: &'static Config, status: Status, t: Instant) -> (Machine<'static>, Vec<Action>) {
         let mut m = running(p, t);
-        m.on(CommandExited(status), t);
+        m.on(Exited(status), t);
         m.on(TreeEmpty, t);
         assert_eq!(m.phase(), Phase::Settle);
         let actions = m.on(Drained, t);
@@ -788,8 +781,8 @@ mod tests {
     /// Run a started cleanup to its end: it exits with `status`, no
     /// leftover; the final actions.
     fn cleanup_exits(m: &mut Machine, status: Status, t: Instant) -> Vec<Action> {
-        assert_eq!(m.on(CleanupStarted, t), []);
-        m.on(CleanupExited(status), t);
+        assert_eq!(m.on(Started, t), []);
+        m.on(Exited(status), t);
         assert_eq!(m.on(LeaderExited { status, pin: false }, t), [ReapLeader]);
         let actions = m.on(TreeEmpty, t);
         assert!(m.is_done());
@@ -855,7 +848,7 @@ mod tests {
         assert_eq!(m.on(Event::Signal(TERM, FROM), t), []);
         assert_eq!(m.on(Drained, t), [StartCommand]);
         assert_eq!(
-            m.on(CommandStarted, t),
+            m.on(Started, t),
             [
                 Forward(Signal::USR2, FROM),
                 Forward(TERM, FROM),
@@ -903,7 +896,7 @@ mod tests {
             [Say(Note::Dropped(TERM, FROM, ": dropped"))]
         );
         assert_eq!(m.deadline(), None);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         m.on(TreeEmpty, t);
         assert_eq!(env(&m.on(Drained, t))[2], "REAP_CAUSE=exit");
     }
@@ -956,7 +949,7 @@ mod tests {
         assert_eq!(m.deadline(), None);
         assert_eq!(m.due(t + Duration::from_secs(1 << 40)), None);
         // And the sweep that follows waits as long.
-        m.on(CommandExited(Status::Signaled(TERM)), t);
+        m.on(Exited(Status::Signaled(TERM)), t);
         assert_eq!(m.deadline(), None);
     }
 
@@ -979,7 +972,7 @@ mod tests {
         let mut m = running(params(), t);
         let t1 = t + ms(100);
         assert_eq!(
-            m.on(CommandExited(Status::Exited(3)), t1),
+            m.on(Exited(Status::Exited(3)), t1),
             [
                 ReportStatus(Status::Exited(3)),
                 ReleaseTerminal,
@@ -999,7 +992,7 @@ mod tests {
         let p = config("-c x -s USR1");
         let mut m = running(p, t);
         assert_eq!(
-            m.on(CommandExited(ok()), t),
+            m.on(Exited(ok()), t),
             [ReportStatus(ok()), ReleaseTerminal, Sweep(Signal::USR1)]
         );
         assert_eq!(m.on(TreeRemains, t), [Rewalk(Signal::USR1)]);
@@ -1009,7 +1002,7 @@ mod tests {
     fn row3_the_whole_tree_is_walked_again_on_every_wake_of_the_stop_stage() {
         let t = Instant::now();
         let mut m = running(params(), t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         for n in 1..4 {
             assert_eq!(m.on(TreeRemains, t + ms(n)), [Rewalk(TERM)]);
         }
@@ -1019,7 +1012,7 @@ mod tests {
     fn row3_kill_after_the_grace_until_reap_has_no_child_left() {
         let t = Instant::now();
         let mut m = running(params(), t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         assert_eq!(
             m.on(
                 LeaderExited {
@@ -1054,7 +1047,7 @@ mod tests {
     fn row3_the_tree_gone_within_the_grace_ends_the_sweep_without_kill() {
         let t = Instant::now();
         let mut m = running(params(), t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         assert_eq!(m.on(TreeEmpty, t + ms(5)), []);
         assert_eq!(m.deadline(), None);
         assert_eq!(m.due(t + ms(5_000)), None);
@@ -1066,7 +1059,7 @@ mod tests {
         let mut m = running(params(), t);
         m.on(Event::Signal(TERM, FROM), t);
         assert_eq!(
-            m.on(CommandExited(Status::Signaled(TERM)), t + ms(3_000)),
+            m.on(Exited(Status::Signaled(TERM)), t + ms(3_000)),
             [
                 ReportStatus(Status::Signaled(TERM)),
                 ReleaseTerminal,
@@ -1080,7 +1073,7 @@ mod tests {
     fn row3_without_proc_the_leader_stays_pinned_until_its_group_got_kill() {
         let t = Instant::now();
         let mut m = running(params(), t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         assert_eq!(
             m.on(
                 LeaderExited {
@@ -1105,7 +1098,7 @@ mod tests {
         // With a grace of inf there is no KILL to wait for.
         let p = config("-c x -g inf");
         let mut m = running(p, t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         assert_eq!(
             m.on(
                 LeaderExited {
@@ -1122,7 +1115,7 @@ mod tests {
     fn row3_signals_during_the_sweep_are_not_passed_on() {
         let t = Instant::now();
         let mut m = running(params(), t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         let before = m.phase();
         assert_eq!(
             m.on(Event::Signal(TERM, FROM), t),
@@ -1138,7 +1131,7 @@ mod tests {
         let p = config("-c x --keep-orphans");
         let mut m = running(p, t);
         assert_eq!(
-            m.on(CommandExited(ok()), t),
+            m.on(Exited(ok()), t),
             [
                 ReportStatus(ok()),
                 ReleaseTerminal,
@@ -1159,7 +1152,7 @@ mod tests {
         let t = Instant::now();
         let p = config("-c x --keep-orphans");
         let mut m = running(p, t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         let t1 = t + ms(700);
         assert_eq!(
             m.on(Event::Signal(Signal::INT, FROM), t1),
@@ -1190,7 +1183,7 @@ mod tests {
             m.on(Event::Signal(Signal::USR1, FROM), t);
             m.on(Drained, t);
             assert_eq!(
-                m.on(CommandStartFailed(code), t),
+                m.on(StartFailed(code), t),
                 [
                     ReportStatus(Status::Exited(code)),
                     Say(Note::Dropped(Signal::USR1, FROM, ": not passed on"))
@@ -1222,7 +1215,7 @@ mod tests {
             let mut m = running(params(), t);
             m.on(Event::Signal(Signal::INT, FROM), t);
             // The front's death after the stop request: still a cancel.
-            m.on(CommandExited(status), t);
+            m.on(Exited(status), t);
             m.on(FrontLost, t);
             m.on(TreeEmpty, t);
             let actions = m.on(Drained, t);
@@ -1235,7 +1228,7 @@ mod tests {
     fn row4_cause_lost_when_the_front_died() {
         let t = Instant::now();
         let mut m = running(params(), t);
-        m.on(CommandExited(Status::Exited(3)), t);
+        m.on(Exited(Status::Exited(3)), t);
         m.on(FrontLost, t);
         m.on(TreeEmpty, t);
         let actions = m.on(Drained, t);
@@ -1249,7 +1242,7 @@ mod tests {
     fn row4_cause_lost_when_the_front_died_after_the_tree_was_gone() {
         let t = Instant::now();
         let mut m = running(params(), t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         m.on(TreeEmpty, t);
         // Read before the cleanup starts: it still counts.
         assert_eq!(m.on(FrontLost, t), []);
@@ -1292,7 +1285,7 @@ mod tests {
     fn row4_stop_signals_during_the_cleanup_are_logged_not_passed_on() {
         let t = Instant::now();
         let (mut m, _) = settled(params(), ok(), t);
-        m.on(CleanupStarted, t);
+        m.on(Started, t);
         assert_eq!(m.phase(), Phase::Cleanup(None));
         for sig in [TERM, Signal::INT, Signal::HUP, Signal::QUIT, Signal::USR1] {
             assert_eq!(
@@ -1313,8 +1306,8 @@ mod tests {
     fn row4_the_cleanups_leftovers_are_swept_and_nothing_interrupts_that() {
         let t = Instant::now();
         let (mut m, _) = settled(params(), ok(), t);
-        m.on(CleanupStarted, t);
-        assert_eq!(m.on(CleanupExited(ok()), t), [Sweep(TERM)]);
+        m.on(Started, t);
+        assert_eq!(m.on(Exited(ok()), t), [Sweep(TERM)]);
         let stage = Stage::Stop(Some(t + ms(5_000)));
         assert_eq!(m.phase(), Phase::Sweep(stage, false));
         assert_eq!(
@@ -1339,9 +1332,9 @@ mod tests {
         // not end that wait.
         let p = config("-c x --keep-orphans");
         let (mut m, _) = settled(p, ok(), t);
-        m.on(CleanupStarted, t);
+        m.on(Started, t);
         assert_eq!(
-            m.on(CleanupExited(ok()), t),
+            m.on(Exited(ok()), t),
             [Say(Note::Line(
                 "waiting for leftovers to exit (--keep-orphans)"
             ))]
@@ -1359,7 +1352,7 @@ mod tests {
         let p = config("-c x --cleanup-timeout 2s -g 1s");
         let (mut m, _) = settled(p, ok(), t);
         let t1 = t + ms(10);
-        m.on(CleanupStarted, t1);
+        m.on(Started, t1);
         assert_eq!(m.deadline(), Some(t1 + ms(2_000)));
         assert_eq!(m.due(t1 + ms(1_999)), None);
         let t2 = t1 + ms(2_000);
@@ -1404,7 +1397,7 @@ mod tests {
         let t = Instant::now();
         let p = config("-c x --cleanup-timeout 100ms --keep-orphans");
         let (mut m, _) = settled(p, ok(), t);
-        m.on(CleanupStarted, t);
+        m.on(Started, t);
         assert_eq!(
             m.on(DeadlinePassed, t + ms(100)),
             [Say(Note::CleanupTimedOut), Sweep(TERM)]
@@ -1448,7 +1441,7 @@ mod tests {
         // A cleanup that cannot be started counts as failed.
         let (mut m, _) = settled(params(), ok(), t);
         assert_eq!(
-            exit_of(&m.on(CleanupStartFailed(127), t)),
+            exit_of(&m.on(StartFailed(127), t)),
             Some(Status::Exited(127))
         );
         assert!(m.is_done());
@@ -1494,10 +1487,7 @@ mod tests {
             [Say(Note::Dropped(Signal::PIPE, FROM, ": not passed on"))]
         );
         // The exec failed: that is the cleanup's status.
-        assert_eq!(
-            exit_of(&m.on(CleanupStartFailed(126), t)),
-            Some(Status::Exited(3))
-        );
+        assert_eq!(exit_of(&m.on(StartFailed(126), t)), Some(Status::Exited(3)));
     }
 
     // The guarantee: the front lost kills COMMAND's tree at once, and the
@@ -1561,7 +1551,7 @@ mod tests {
                 "-c x"
             });
             let mut m = running(p, t);
-            m.on(CommandExited(ok()), t);
+            m.on(Exited(ok()), t);
             assert_eq!(
                 m.on(FrontLost, t),
                 [Say(Note::Cut("every descendant")), Sweep(KILL)]
@@ -1576,7 +1566,7 @@ mod tests {
     fn guarantee_front_lost_during_the_cleanup_the_cleanup_goes_on() {
         let t = Instant::now();
         let (mut m, _) = settled(params(), ok(), t);
-        m.on(CleanupStarted, t);
+        m.on(Started, t);
         assert_eq!(
             m.on(FrontLost, t),
             [Say(Note::Line(
@@ -1590,7 +1580,7 @@ mod tests {
 
     /// As [`cleanup_exits`], for a cleanup already started.
     fn cleanup_exits_started(m: &mut Machine, status: Status, t: Instant) -> Vec<Action> {
-        m.on(CleanupExited(status), t);
+        m.on(Exited(status), t);
         m.on(LeaderExited { status, pin: false }, t);
         m.on(TreeEmpty, t)
     }
@@ -1781,7 +1771,7 @@ mod tests {
         m.on(Event::Signal(TERM, FROM), t);
         let now = t + ms(100);
         assert_eq!(
-            m.on(CommandExited(ok()), now),
+            m.on(Exited(ok()), now),
             [ReportStatus(ok()), ReleaseTerminal, Sweep(TERM)]
         );
         assert_eq!(m.deadline(), Some(now + ms(5_000)));
@@ -1844,7 +1834,7 @@ mod tests {
         // Leftovers: reap's --signal.
         let p = config("-c x -s INT");
         let mut m = running(p, t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         assert_eq!(
             m.on(DeadlinePassed, t + ms(5_000)),
             [
@@ -1869,7 +1859,7 @@ mod tests {
             sig.iter().all(|a| matches!(a, Say(_))),
             "nothing but a line: {sig:?}"
         );
-        let swept = m.on(Event::CleanupExited(Status::Exited(3)), t);
+        let swept = m.on(Event::Exited(Status::Exited(3)), t);
         assert!(
             swept.iter().any(|a| matches!(a, Sweep(_))),
             "its leftovers are swept: {swept:?}"
@@ -1951,14 +1941,14 @@ mod tests {
         let t = Instant::now();
         let p = params();
         let mut m = started(Machine::new(p, true), t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         m.on(TreeEmpty, t);
         assert_eq!(m.on(Drained, t), [], "not before the front's answer");
         assert_eq!(m.phase(), Phase::Settle);
         assert_eq!(env(&m.on(Answered, t))[2], "REAP_CAUSE=exit");
         // Gone instead of answering: the front's loss is the cause.
         let mut m = running(p, t);
-        m.on(CommandExited(ok()), t);
+        m.on(Exited(ok()), t);
         m.on(TreeEmpty, t);
         m.on(FrontLost, t);
         assert_eq!(env(&m.on(Drained, t))[2], "REAP_CAUSE=lost");
@@ -1971,7 +1961,7 @@ mod tests {
         // Handed over during the sweep, or once it is over: before the answer.
         for swept in [false, true] {
             let mut m = started(Machine::new(p, true), t);
-            m.on(CommandExited(ok()), t);
+            m.on(Exited(ok()), t);
             if swept {
                 m.on(TreeEmpty, t);
             }
@@ -1985,7 +1975,7 @@ mod tests {
         // After the answer, or without a front: not passed on, no cause.
         for front in [true, false] {
             let mut m = started(Machine::new(p, front), t);
-            m.on(CommandExited(ok()), t);
+            m.on(Exited(ok()), t);
             m.on(Answered, t);
             m.on(TreeEmpty, t);
             assert_eq!(

@@ -391,7 +391,7 @@ impl<'a> Back<'a> {
         if self.leader.is_none() {
             // Not re-parented to us (this process could not become a
             // subreaper): nothing to wait for; its leftovers still go.
-            self.feed(Event::CleanupExited(Status::Exited(TOOL_FAILED)));
+            self.feed(Event::Exited(Status::Exited(TOOL_FAILED)));
             self.drive(|_| false);
             return format!(
                 "{head}: the cleanup (pid {pid}) was not this process's to wait for; what is \
@@ -523,19 +523,16 @@ impl<'a> Back<'a> {
         // Without its pidfd readable, it has not exited (and a refused
         // waitid is not taken for the cleanup's end while it runs).
         let exited = self.inbox.extra_ready.then(|| child.peek_exit()).flatten();
-        match exited {
-            Some(status) if command => {
+        if let Some(status) = exited {
+            if command {
                 verbose!("COMMAND (pid {}) {status}", child.pid());
-                return self.feed(Event::CommandExited(status));
-            }
-            Some(status) => {
+            } else {
                 // What the cleanup left is not spared (pgkit::guard).
                 self.cleanup_mark = Default::default();
                 self.back_marks.cleanup_ended();
                 events::cleanup_exited(child.pid(), status);
-                return self.feed(Event::CleanupExited(status));
             }
-            None => {}
+            return self.feed(Event::Exited(status));
         }
         let background_io = |sig| sig == Signal::TTIN || sig == Signal::TTOU;
         match child.poll_job() {
@@ -815,11 +812,11 @@ impl<'a> Back<'a> {
                 verbose!("started pid {pid} in a new process group{cg}{tty}");
                 events::started(pid, pid, pgkit::tty::own_session());
                 self.leader = Some(child);
-                Event::CommandStarted
+                Event::Started
             }
             Err(e) => {
                 pgkit::warn!("{}", e.msg);
-                Event::CommandStartFailed(e.code)
+                Event::StartFailed(e.code)
             }
         }
     }
@@ -899,11 +896,11 @@ impl<'a> Back<'a> {
                 verbose!("cleanup started: pid {}", child.pid());
                 events::cleanup_started(child.pid(), false);
                 self.leader = Some(child);
-                Event::CleanupStarted
+                Event::Started
             }
             Err(e) => {
                 pgkit::warn!("cleanup: {}", e.msg);
-                Event::CleanupStartFailed(e.code)
+                Event::StartFailed(e.code)
             }
         }
     }
