@@ -54,9 +54,8 @@ pub struct Inbox {
     /// front, or reap as PID 1).
     relay: Option<Relay>,
     /// The cleanup's stdout and stderr where they are relayed (see pgkit's
-    /// `outlet`), and whether the cleanup has them.
+    /// `outlet`; nothing is relayed before the cleanup's start).
     outlet: Option<Outlet>,
-    relaying: bool,
     /// What the last wait found ready, by index (kept: see [`Inbox::wait`]).
     ready: Vec<usize>,
     /// The signals read last, from the signalfd or the front's records
@@ -85,7 +84,6 @@ impl Inbox {
             extra_ready: true,
             relay,
             outlet,
-            relaying: false,
             ready: Vec::with_capacity(KEPT),
             handed: early,
         }
@@ -96,13 +94,6 @@ impl Inbox {
         if let Some(front) = &self.front {
             f(front);
         }
-    }
-
-    /// The cleanup's output relayed from now on; what its descriptors 1
-    /// and 2 become.
-    fn relay_output(&mut self) -> [Option<BorrowedFd<'_>>; 2] {
-        self.relaying = self.outlet.is_some();
-        self.outlet.as_mut().map_or([None, None], Outlet::start)
     }
 
     /// Everything that happened since the last call (drained, not waited
@@ -119,7 +110,7 @@ impl Inbox {
         if let Some(relay) = self.relay.as_mut() {
             relay.relay();
         }
-        if let Some(outlet) = self.outlet.as_mut().filter(|_| self.relaying) {
+        if let Some(outlet) = self.outlet.as_mut() {
             outlet.pump();
         }
         let ready = std::mem::take(&mut self.front_ready);
@@ -158,7 +149,7 @@ impl Inbox {
             fds.push(r.as_fd());
         }
         let mut writable = Vec::new();
-        if let Some(outlet) = self.outlet.as_ref().filter(|_| self.relaying) {
+        if let Some(outlet) = self.outlet.as_ref() {
             outlet.watch(&mut fds, &mut writable);
         }
         let pri = cgroup.as_slice();
@@ -400,8 +391,8 @@ impl<'a> Back<'a> {
         }
         verbose!("the cleanup (pid {pid}) goes on: waiting for it");
         // Its output goes on reaching the caller (the back copied it).
-        self.inbox.relay_output();
         if let Some(outlet) = self.inbox.outlet.as_mut() {
+            outlet.start();
             outlet.started();
         }
         self.drive(|_| false);
@@ -824,7 +815,7 @@ impl<'a> Back<'a> {
     /// What the cleanup (and what it left) wrote reaches a reader that is
     /// still there before reap ends.
     fn finish_output(&mut self) {
-        if let Some(outlet) = self.inbox.outlet.as_mut().filter(|_| self.inbox.relaying) {
+        if let Some(outlet) = self.inbox.outlet.as_mut() {
             outlet.finish();
         }
     }
@@ -883,7 +874,9 @@ impl<'a> Back<'a> {
         } else {
             self.inbox
                 .tell(|f| f.cleanup_starting(self.machine.cause()));
-            let started = spawn.spawn_with_output(self.startup, self.inbox.relay_output());
+            // The cleanup's output relayed from now on.
+            let ends = (self.inbox.outlet.as_mut()).map_or([None, None], Outlet::start);
+            let started = spawn.spawn_with_output(self.startup, ends);
             if let Some(outlet) = self.inbox.outlet.as_mut() {
                 outlet.started();
             }
