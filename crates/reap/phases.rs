@@ -347,7 +347,7 @@ impl<'a> Back<'a> {
             self.act(action);
         }
         self.drive(|phase| phase == Phase::Settle);
-        killed.extend(self.sweeper.killed().iter().copied());
+        killed.extend(&self.sweeper.killed);
         let others = killed.iter().filter(|&&(p, _)| Some(p) != adopted).count();
         let what = match known {
             Some(pid) if running => {
@@ -553,7 +553,9 @@ impl<'a> Back<'a> {
             if self.machine.timed_out_unseen() {
                 events::cleanup_exited(self.leader_pid(), status);
             }
-            let pin = self.sweeper.needs_pin();
+            // Its group stays pinned (the leader unreaped) only where the
+            // group is how leftovers are reached.
+            let pin = self.sweeper.finder() == Finder::Blind && !reap::is_pid1();
             self.feed(Event::LeaderExited { status, pin });
         }
         // With --cgroup: its members are the tree; a child of ours outside

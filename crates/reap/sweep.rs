@@ -57,7 +57,7 @@ pub struct Sweeper {
     found: Option<Finder>,
     marks: BTreeMap<i32, Mark>,
     /// Every process (pid, start time) a round sent KILL to.
-    killed: BTreeSet<(i32, u64)>,
+    pub killed: BTreeSet<(i32, u64)>,
     warned: bool,
     /// Why `/proc` could not be used, as found when that was decided (a
     /// lack of descriptors may have passed by the time it is reported).
@@ -152,12 +152,6 @@ impl Sweeper {
     pub fn forget(&mut self, pid: i32) {
         self.marks.remove(&pid);
         self.members.remove(&pid);
-    }
-
-    /// Whether the group of `pinned` must stay pinned (unreaped leader):
-    /// only where the group is how leftovers are reached.
-    pub fn needs_pin(&mut self) -> bool {
-        self.finder() == Finder::Blind && !reap::is_pid1()
     }
 
     /// Send `sig` to every live descendant not yet marked in this stage
@@ -396,11 +390,6 @@ impl Sweeper {
     pub fn sent_by_rounds(&self, p: &Proc) -> Option<bool> {
         let at = self.round_at.filter(|_| self.found == Some(Finder::Proc))?;
         (p.start >= at).then(|| self.marks.get(&p.pid).is_some_and(|m| m.start == p.start))
-    }
-
-    /// The processes (pid, start time) the rounds so far sent KILL to.
-    pub fn killed(&self) -> &BTreeSet<(i32, u64)> {
-        &self.killed
     }
 
     /// Whether a child of ours has appeared that this stage has not
