@@ -627,11 +627,6 @@ impl<'a> Back<'a> {
                 self.sweeper.stop_all(sig, group);
             }
             Action::NameSurvivors(sig) => self.name_survivors(sig),
-            Action::ContinueCommand
-            | Action::StopWithTool(_)
-            | Action::ContinueIfStopped
-            | Action::ReleaseTerminal
-            | Action::KillGroup => self.on_command(&action),
             Action::Sweep(sig) => {
                 self.sweeper.reset();
                 self.sweep_round(sig, true);
@@ -666,6 +661,8 @@ impl<'a> Back<'a> {
                 self.inbox.tell(|f| f.status(FINISHED, Some(status)));
                 self.exit = Some(status);
             }
+            // Job control, and the group's KILL.
+            on_command => self.on_command(on_command),
         }
         None
     }
@@ -737,11 +734,11 @@ impl<'a> Back<'a> {
     }
 
     /// Job control, and the group's KILL: nothing to do without COMMAND.
-    fn on_command(&mut self, action: &Action) {
+    fn on_command(&mut self, action: Action) {
         let (Some(child), front) = (&self.leader, self.inbox.front.as_ref()) else {
             return;
         };
-        match *action {
+        match action {
             Action::ContinueCommand => terminal::on_continue(&mut self.jobs, front, child),
             Action::StopWithTool(sig) => {
                 terminal::on_tool_stop(&mut self.jobs, front, child, sig);
