@@ -360,6 +360,7 @@ impl<'a> Back<'a> {
             None => format!("killed {others} process(es) (COMMAND's pid was not known yet)"),
         };
         self.drive(|_| false);
+        self.finish_output();
         match self.machine.cleanup_result().map(ended) {
             Some(done) => format!("{head}: {what}; cleanup ran (REAP_CAUSE=lost) and {done}"),
             None => format!("{head}: {what}"),

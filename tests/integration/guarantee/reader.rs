@@ -359,3 +359,49 @@ fn a_cleanup_the_front_runs_outlives_the_reader_too() {
     assert_eq!(status.code(), Some(125), "reap ended {status:?}");
     guard.wait_all_gone("reap's processes and the cleanup", TIMEOUT);
 }
+
+/// The back lost before the cleanup, and a reader that stays but is slow:
+/// the front runs the cleanup, which writes more than the caller's pipe
+/// holds and ends before the reader reads again; every line still reaches
+/// the reader, in order, before reap ends.
+#[test]
+fn a_slow_reader_gets_every_line_of_a_cleanup_the_front_runs() {
+    let dir = temp_dir("reader-front-slow");
+    let marker = dir.join("marker");
+    let n = 8000;
+    let cleanup = format!(
+        "echo before; seq -f 'after-%g' 0 {last}; echo done > {m}",
+        last = n - 1,
+        m = marker.display()
+    );
+    let (mut child, mut out, mut err) =
+        agent_start(&["-c", &cleanup, "--", "sh", "-c", "echo job; exec sleep 100"]);
+    let mut guard = Guard::new();
+    let back = back_of(child.id() as i32);
+    guard.watch_tree(back);
+    assert!(out.until("job\n", TIMEOUT), "{:?}", out.got);
+    // SAFETY: plain kill of the back the test just read.
+    assert_eq!(unsafe { libc::kill(back, libc::SIGKILL) }, 0);
+    // The reader pauses: the cleanup ends with its last lines still on
+    // their way (in the front, or in the pipe to it).
+    wait_marker(&marker);
+    std::thread::sleep(Duration::from_millis(500));
+    Reader::both_to_end(&mut out, &mut err, TIMEOUT);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(125), "reap ended {status:?}");
+    let want: String = ["job\n", "before\n"]
+        .map(String::from)
+        .into_iter()
+        .chain((0..n).map(|i| format!("after-{i}\n")))
+        .collect();
+    let tail = |s: &str| s.chars().rev().take(40).collect::<String>();
+    assert!(want.len() > 65536, "more than a pipe holds");
+    assert!(
+        out.got == want,
+        "stdout differs: {} bytes of {}, tail reversed {:?}",
+        out.got.len(),
+        want.len(),
+        tail(&out.got)
+    );
+    guard.wait_all_gone("reap's processes and the cleanup", TIMEOUT);
+}
