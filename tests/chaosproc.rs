@@ -1327,6 +1327,7 @@ impl Sup {
         let mut tool_status: Option<i32> = None;
         let mut tool_end: Option<Instant> = None;
         let mut ready_at: Option<Instant> = None;
+        let mut root_seen = false;
         let mut fired = vec![false; self.plan.events.len()];
         // Each pause: not yet, stopped until this instant, or over.
         let mut pauses: Vec<Option<Option<Instant>>> = vec![None; self.plan.pauses.len()];
@@ -1341,6 +1342,12 @@ impl Sup {
             }
             self.read_shared(false, tool_end.is_some());
             self.read_log();
+            if !root_seen && self.nodes.contains_key(&0) {
+                // The root's own clock (its lifetime) starts here, give or
+                // take its forks; the ready line may come much later.
+                root_seen = true;
+                self.out.push(format!("root at={}", self.ms()));
+            }
             if ready_at.is_none() {
                 let all = self.nodes.len() >= self.plan.nodes;
                 let root_up = self.nodes.contains_key(&0);

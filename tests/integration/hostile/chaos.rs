@@ -2303,14 +2303,31 @@ fn judge(sc: &Scenario, rep: &Report) -> Vec<Violation> {
     let mut expects = expectations(sc);
     // Events are timed from the moment the tree was ready. A fault
     // (RLIMIT_NPROC: a fork that fails and is retried, or a node that
-    // cannot be forked) holds that moment back by up to 800 ms, and the
-    // tree's own clocks by an unknown part of it: the contract then gives
-    // what it gives for the events as planned or as held back.
-    let held = ready_at.filter(|&at| at > TOL / 2);
+    // cannot be forked) holds that moment back by up to 800 ms (or until
+    // the tool ended), and the tree's own clocks by an unknown part of it:
+    // the contract then gives what it gives for the events as planned or as
+    // held back. Held back, the root's clock runs from its own start (the
+    // supervisor's `root at=`), and so does the model's: graceful's
+    // --timeout fires `root at` ms sooner on it, not `ready at` ms. Seed
+    // 1796625684 (`graceful --timeout 485ms -- pgwrap -- tree`, RLIMIT_NPROC
+    // 3, a root up at 3 ms that dies of SEGV 467 ms later, the ready line
+    // at the tool's end, 473 ms): COMMAND ended before the timeout, so
+    // graceful ends by SEGV, where the model had the timeout 12 ms after
+    // the root's start and allowed only 124 or 125.
+    let root_at = rep
+        .lines
+        .iter()
+        .find_map(|l| l.strip_prefix("root at=")?.parse::<u64>().ok());
+    let held = ready_at
+        .map(|at| at.saturating_sub(root_at.unwrap_or(0)))
+        .filter(|&held| held > TOL / 2);
     if let Some(held) = held {
         let mut late = sc.clone();
         for e in &mut late.events {
             e.at += held;
+        }
+        if let Some(root_at) = root_at {
+            late.up = root_at;
         }
         expects.extend(expectations(&late));
     }
@@ -2768,6 +2785,73 @@ fn chaos_model_timeout_before_the_chain_is_up() {
         sc.up,
         sc.describe()
     );
+}
+
+/// The model: where a fault holds the ready line back, the root's clock
+/// runs from its own start, and graceful's --timeout is placed on it from
+/// there. Seed 1796625684 (`graceful --timeout 485ms --on=TERM -- pgwrap
+/// --ignore=USR1 -- tree`, RLIMIT_NPROC 3): the root could fork none of
+/// its nodes, came up at once and died of SEGV 467 ms later, before the
+/// timeout; the ready line came at the tool's end (473 ms), no event was
+/// sent, and graceful ended by SEGV, as the contract gives. A root that
+/// came up 300 ms after graceful's start died after the timeout: 124.
+#[test]
+fn chaos_model_a_held_ready_line_keeps_the_roots_clock() {
+    let caps = Caps {
+        root: true,
+        unshare: true,
+        stop_delay: true,
+        cleanup_exec: true,
+        stop_all: true,
+        cgroup: true,
+    };
+    let sc = generate(1796625684, caps);
+    assert!(
+        matches!(
+            sc.layers.first(),
+            Some(Tool::Graceful(Graceful {
+                timeout: Some(485),
+                preserve: false,
+                ..
+            }))
+        ) && sc.nproc.is_some()
+            && sc.nodes[0].end == End::Signal(11)
+            && sc.nodes[0].life == 467,
+        "seed 1796625684 is another scenario now: {}",
+        sc.describe()
+    );
+    let report = |root_at: u64, ready_at: u64| Report {
+        lines: [
+            format!("root at={root_at}"),
+            format!("ready 1 nodes=1 at={ready_at}"),
+            "chain fail []".into(),
+            "status 11".into(),
+            format!("wall_ms {ready_at}"),
+            format!("settle_ms {ready_at}"),
+            "cpu_ms 0".into(),
+            "hang 0".into(),
+            "spin 0".into(),
+        ]
+        .into(),
+        log: vec!["ready node=0 pid=2 ppid=1 pgid=2".into()],
+        ..Report::default()
+    };
+    let status = |v: Vec<Violation>| -> Vec<String> {
+        v.into_iter()
+            .filter(|v| v.kind == "status")
+            .map(|v| v.detail)
+            .collect()
+    };
+    let seen = status(judge(&sc, &report(3, 473)));
+    assert!(seen.is_empty(), "root up at 3 ms: {seen:?}");
+    // The pauses were timed to events never sent; without them, a root up
+    // at 300 ms ends 467 ms later, after the timeout: 124 only.
+    let unpaused = Scenario {
+        pauses: Vec::new(),
+        ..sc.clone()
+    };
+    let late = status(judge(&unpaused, &report(300, 770)));
+    assert!(!late.is_empty(), "root up at 300 ms: SEGV allowed");
 }
 
 #[test]
