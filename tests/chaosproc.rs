@@ -1538,6 +1538,14 @@ impl Sup {
             ));
         }
         for ((pid, _), (first, last, ppid)) in &self.zombies {
+            // No node came up: the root died before its ready line, so it
+            // forked nothing, and its pid was never known. A tool's
+            // children were then the chain's processes, COMMAND and a
+            // cleanup: only a cleanup's zombie is one a tool keeps.
+            let cleanup = self.cleanups.iter().any(|c| c.0 == *pid);
+            if self.nodes.is_empty() && !cleanup {
+                continue;
+            }
             let held = last.duration_since(*first).as_millis();
             if held > 300 {
                 self.out.push(format!(
