@@ -39,11 +39,9 @@ pub fn run_or_exit<T>(parsed: Result<Parsed<T>, Error>) -> T {
     }
 }
 
+/// A closed or broken stdout is not worth a failure for --help.
 fn print_stdout(text: &str) {
-    use std::io::Write;
-    // A closed or broken stdout is not worth a panic for --help.
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    crate::log::write_all(rustix::stdio::stdout(), text.as_bytes());
 }
 
 /// The tool's signalfd over `caught` (blocked already), read once before

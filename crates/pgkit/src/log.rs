@@ -104,7 +104,7 @@ fn say(priority: u8, pid: bool, msg: &str) {
         (false, true) => format!("{}[{}]: {}\n", tool(), std::process::id(), one_line(msg)),
         (false, false) => format!("{}: {}\n", tool(), one_line(msg)),
     };
-    write_stderr(line.as_bytes());
+    write_all(rustix::stdio::stderr(), line.as_bytes());
 }
 
 /// `msg` with every control character (a newline, a carriage return, an
@@ -122,21 +122,22 @@ pub fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
     escaped.collect::<String>().into()
 }
 
-/// Set once stderr is a broken pipe: nothing more is written to it.
-static STDERR_BROKEN: AtomicBool = AtomicBool::new(false);
+/// Set once stderr (or stdout, for `--help`) is a broken pipe: nothing
+/// more is written.
+static BROKEN: AtomicBool = AtomicBool::new(false);
 
-/// One `write(2)` of the whole line (a short write is finished, an error
-/// such as a closed stderr is ignored: a diagnostic must never stop the
-/// tool). After EPIPE nothing more is written: each write would raise
-/// another SIGPIPE for nothing.
-fn write_stderr(mut buf: &[u8]) {
-    while !buf.is_empty() && !STDERR_BROKEN.load(Ordering::Relaxed) {
-        // fd 2 may be closed: write reports EBADF, which is ignored.
-        match rustix::io::write(rustix::stdio::stderr(), buf) {
+/// One `write(2)` of the whole line to `fd`, stderr or stdout (a short
+/// write is finished, an error such as a closed descriptor is ignored: a
+/// diagnostic or `--help` must never stop the tool). After EPIPE nothing
+/// more is written: each write would raise another SIGPIPE for nothing.
+pub(crate) fn write_all(fd: std::os::fd::BorrowedFd<'_>, mut buf: &[u8]) {
+    while !buf.is_empty() && !BROKEN.load(Ordering::Relaxed) {
+        // The descriptor may be closed: write reports EBADF, ignored.
+        match rustix::io::write(fd, buf) {
             Ok(n @ 1..) => buf = &buf[n..],
             Err(rustix::io::Errno::INTR) => continue,
             // Nothing written, or an error; EPIPE: nobody reads it any more.
-            r => return STDERR_BROKEN.store(r == Err(rustix::io::Errno::PIPE), Ordering::Relaxed),
+            r => return BROKEN.store(r == Err(rustix::io::Errno::PIPE), Ordering::Relaxed),
         }
     }
 }
