@@ -44,7 +44,7 @@ impl Timer {
         Ok(Timer {
             fd,
             armed: None,
-            anchor: monotonic_now().map(|clock| (instant, clock)),
+            anchor: now(libc::CLOCK_MONOTONIC).map(|clock| (instant, clock)),
         })
     }
 
@@ -94,19 +94,20 @@ impl AsFd for Timer {
     }
 }
 
-/// `CLOCK_MONOTONIC` now, read as `Instant` reads it: through the C
-/// library (its vDSO call), not rustix's `clock_gettime`. rustix finds the
-/// vDSO from the auxiliary vector, which it reads with a system call
-/// (`prctl(PR_GET_AUXV)`, or `/proc/self/auxv`) on its first use, and under
-/// valgrind (the benchmark's instruction counts) that vector names a vDSO
-/// the process cannot read: it dies of SIGSEGV in the lookup.
-fn monotonic_now() -> Option<Duration> {
+/// A clock (`libc::CLOCK_MONOTONIC`, `CLOCK_REALTIME`) now, read as
+/// `Instant` reads it: through the C library (its vDSO call), never
+/// rustix's `clock_gettime`. rustix finds the vDSO from the auxiliary
+/// vector, which it reads with a system call (`prctl(PR_GET_AUXV)`, or
+/// `/proc/self/auxv`) on its first use, and under valgrind (the
+/// benchmark's instruction counts) that vector names a vDSO the process
+/// cannot read: it dies of SIGSEGV in the lookup.
+pub fn now(clock: libc::clockid_t) -> Option<Duration> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec, written only by the call.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
     (r == 0 && ts.tv_sec >= 0 && (0..1_000_000_000).contains(&ts.tv_nsec))
         .then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
@@ -114,8 +115,7 @@ fn monotonic_now() -> Option<Duration> {
 /// `CLOCK_MONOTONIC` now, in ms: one clock for every process of the
 /// machine, so a time one process writes down another can count from.
 pub fn monotonic_ms() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64).saturating_mul(1000) + (t.tv_nsec as u64) / 1_000_000
+    now(libc::CLOCK_MONOTONIC).map_or(0, |t| t.as_millis() as u64)
 }
 
 #[cfg(test)]

@@ -153,8 +153,8 @@ fn quoted(out: &mut String, s: &str) {
 fn format(event: &str, fields: &[(&str, Value<'_>)]) -> Option<String> {
     let mut line = String::with_capacity(256);
     let (tool, pid) = (crate::log::tool(), std::process::id());
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    let t = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
+    let t = crate::deadline::now(libc::CLOCK_MONOTONIC).unwrap_or_default();
+    let t = t.as_nanos();
     let _ = write!(line, "{{\"v\":{VERSION},\"t\":{t},");
     let _ = write!(line, "\"tool\":\"{tool}\",\"pid\":{pid},\"event\":");
     quoted(&mut line, event);
@@ -206,8 +206,11 @@ pub fn dropped() -> u64 {
 /// wall-clock time (RFC 3339, UTC, with nanoseconds) that goes with this
 /// line's `t`, so a reader can place every line against other clocks.
 pub fn started(pid: i32, pgid: i32, sid: i32) {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
-    let wall = rfc3339(ts.tv_sec, ts.tv_nsec);
+    if LOG.with(|l| l.borrow().is_none()) {
+        return;
+    }
+    let t = crate::deadline::now(libc::CLOCK_REALTIME).unwrap_or_default();
+    let wall = rfc3339(t.as_secs() as i64, i64::from(t.subsec_nanos()));
     emit(
         "started",
         &[
