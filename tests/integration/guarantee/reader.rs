@@ -370,7 +370,7 @@ fn a_slow_reader_gets_every_line_of_a_cleanup_the_front_runs() {
     let marker = dir.join("marker");
     let n = 8000;
     let cleanup = format!(
-        "echo before; seq -f 'after-%g' 0 {last}; echo done > {m}",
+        "echo before; seq 0 {last} | sed 's/^/after-/'; echo done > {m}",
         last = n - 1,
         m = marker.display()
     );
