@@ -478,6 +478,12 @@ def publish(d, out):
         chart(d["startup"], os.path.join(folder, chart_name), STARTUP_FLOOR)
     text = render(d, chart_name)
     print(text)
+    if out and os.path.exists(out):
+        # The sections measured by hand (a heading that says so) stay, after
+        # what this run wrote.
+        old = open(out).read().split("\n## ")
+        kept = ["## " + s.rstrip("\n") for s in old[1:] if "(by hand" in s.split("\n", 1)[0]]
+        text = "\n\n".join([text.rstrip("\n")] + kept)
     if out:
         with open(out, "w") as f:
             f.write(text + "\n")
