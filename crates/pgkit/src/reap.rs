@@ -5,7 +5,7 @@
 //! reaped here (its `Child` reaps it), so its pid and group stay pinned.
 
 use crate::child::{exit_status, waitid, Status};
-use rustix::process::{getpid, set_child_subreaper, Pid, WaitIdOptions};
+use rustix::process::{set_child_subreaper, Pid, WaitIdOptions};
 use std::io;
 
 /// Reap every exited child except `keep` (the unreaped COMMAND). Returns the
@@ -76,8 +76,8 @@ fn exited_child() -> io::Result<Option<Pid>> {
 /// re-parented to us (not to init), so we see their exits and can reap them.
 pub fn become_subreaper() -> io::Result<()> {
     // rustix passes the pid as the prctl argument: any pid (non-zero) sets
-    // the attribute, `None` clears it.
-    Ok(set_child_subreaper(Some(getpid()))?)
+    // the attribute, `None` clears it; 1, not ours, saves a `getpid`.
+    Ok(set_child_subreaper(Some(Pid::INIT))?)
 }
 
 /// Whether this process is PID 1 of its PID namespace (init: no default
