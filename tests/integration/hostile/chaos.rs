@@ -1156,6 +1156,17 @@ impl Sim<'_> {
         self.queue.push((lo, hi, ev));
     }
 
+    /// `ev`, `d` after a signal the model delivers at `t`: a pause of a
+    /// process on the signal's way that covers `t` delays its arrival, and
+    /// with it all of `d` (seed 1796628410: QUIT to graceful over reap's
+    /// paused back reached a root that catches it for 377 ms only when the
+    /// back was continued, 356 ms later, so graceful's deadline came
+    /// first and killed it).
+    fn push_after(&mut self, t: u64, d: u64, ev: Ev) {
+        let arrival = self.paused_until(t, t);
+        self.push(t + d, arrival + d, ev);
+    }
+
     /// `hi`, or later where a pause of one of the chain's processes covers
     /// part of `lo..=hi`: what that process does then waits for the pause
     /// to end, so the order of what happens meanwhile is not fixed.
@@ -1241,7 +1252,6 @@ impl Sim<'_> {
                     return;
                 }
                 if FORWARD_DEFAULT.contains(&s) {
-                    self.deliver(i + 1, s, t);
                     // --stop-all: a stop request also reaches every other
                     // descendant at once (each inner tool, and COMMAND's
                     // group below them), whatever the layers between would
@@ -1249,9 +1259,22 @@ impl Sim<'_> {
                     // at exec) the tree below COMMAND may not be there yet.
                     // Without /proc the tree cannot be walked: COMMAND's
                     // group, which the forward reached, is all it reaches
-                    // (reap(1), --stop-all).
+                    // (reap(1), --stop-all). The walk's signals race what
+                    // the layers between do with the forward: the root may
+                    // have reap's before an inner graceful's stop signal
+                    // (seed 1796628801: INT from reap's walk ended a root
+                    // that an inner `graceful -s TERM` was stopping).
                     let walks = self.sc.mode != Mode::NoProc;
-                    if o.stop_all && walks && STOPS.contains(&s) && (t > 0 || self.ch.either()) {
+                    let walk =
+                        o.stop_all && walks && STOPS.contains(&s) && (t > 0 || self.ch.either());
+                    let walk_first = walk && self.ch.either();
+                    if walk_first {
+                        for j in (i + 2..=self.k()).rev() {
+                            self.deliver(j, s, t);
+                        }
+                    }
+                    self.deliver(i + 1, s, t);
+                    if walk && !walk_first {
                         for j in i + 2..=self.k() {
                             self.deliver(j, s, t);
                         }
@@ -1262,7 +1285,7 @@ impl Sim<'_> {
                         if !self.layers[i].deadline {
                             self.layers[i].deadline = true;
                             let g = o.grace;
-                            self.push(t + g, t + g, Ev::Deadline(i));
+                            self.push_after(t, g, Ev::Deadline(i));
                         }
                     }
                 }
@@ -1294,7 +1317,7 @@ impl Sim<'_> {
         }
         l.triggered = true;
         l.stop_sig = stop;
-        self.push(t + delay, t + delay, Ev::StopDelayEnd(i));
+        self.push_after(t, delay, Ev::StopDelayEnd(i));
     }
 
     fn send_stop(&mut self, i: usize, t: u64) {
@@ -1305,7 +1328,7 @@ impl Sim<'_> {
         l.stop_sent = true;
         l.deadline = true;
         let (s, g) = (l.stop_sig, l.grace);
-        self.push(t + g, t + g, Ev::Deadline(i));
+        self.push_after(t, g, Ev::Deadline(i));
         // With no grace the kill signal follows within microseconds: it
         // may end the group before the stop signal has acted anywhere, or
         // reach the root, sent straight to it (graceful's deadline reaches
@@ -1350,7 +1373,7 @@ impl Sim<'_> {
                 Term::Catch(d) => {
                     if !self.root_catching {
                         self.root_catching = true;
-                        self.push(t + d, t + d, Ev::CatchExit);
+                        self.push_after(t, d, Ev::CatchExit);
                     }
                 }
             }
@@ -2933,6 +2956,43 @@ fn chaos_model_a_held_ready_line_keeps_the_roots_clock() {
     };
     let late = status(judge(&unpaused, &report(300, 770)));
     assert!(!late.is_empty(), "root up at 300 ms: SEGV allowed");
+}
+
+/// The model: a signal that reaches the root through a paused process
+/// arrives when it is continued, and what the root does then runs from
+/// there; and reap's --stop-all walk races an inner graceful's stop
+/// signal. Before, the model refused what these seeds' runs did:
+/// 1796628410 (`graceful -g700ms -- reap --grace 700ms --cgroup ...`,
+/// QUIT to graceful, reap's back paused 356 ms 10 us after it, a root
+/// that catches QUIT for 377 ms): graceful's deadline killed the root
+/// first, REAP_STATUS=137 REAP_CAUSE=cancel; 1796628801 (`reap --stop-all
+/// -- pgwrap --to child -- graceful -s TERM --preserve-status ...`, INT to
+/// reap's group): reap's walk ended the root with INT before graceful's
+/// TERM, and the chain ended by INT.
+#[test]
+fn chaos_model_a_paused_hop_delays_the_root_and_the_walk_races() {
+    let caps = Caps {
+        root: true,
+        unshare: true,
+        stop_delay: true,
+        cleanup_exec: true,
+        stop_all: true,
+        cgroup: true,
+    };
+    let sc = generate(1796628410, caps);
+    let envs: BTreeSet<_> = expectations(&sc).iter().map(|e| e.reap_env).collect();
+    assert!(
+        envs.contains(&Some((137, "cancel"))),
+        "seed 1796628410: {envs:?}: {}",
+        sc.describe()
+    );
+    let sc = generate(1796628801, caps);
+    let statuses: BTreeSet<_> = expectations(&sc).iter().map(|e| e.status).collect();
+    assert!(
+        statuses.contains(&Outcome::Signal(2)),
+        "seed 1796628801: {statuses:?}: {}",
+        sc.describe()
+    );
 }
 
 #[test]
