@@ -61,10 +61,17 @@ def load_script(name):
 
 # ---------------------------------------------------------------- startup
 
+def with_halves(times):
+    """The statistics of each subject's runs, with "halves": the medians of
+    the first and the second half of them (the report's run-to-run spread)."""
+    return {k: dict(stats(v), halves=[statistics.median(v[:len(v) // 2]),
+                                      statistics.median(v[len(v) // 2:])])
+            for k, v in times.items()}
+
+
 def startup(t, runs):
-    """Wall time of TOOL -- /bin/true, spawn to reap, after 10 warm-up rounds;
-    with the statistics, "halves": the medians of the first and the second
-    half of the runs (the report's run-to-run spread)."""
+    """Wall time of TOOL -- /bin/true, spawn to reap, after 10 warm-up rounds,
+    with its halves."""
     cmds = {"direct": ["/bin/true"]}
     cmds.update({k: v + ["/bin/true"] for k, v in t.items()})
     times = {k: [] for k in cmds}
@@ -84,9 +91,7 @@ def startup(t, runs):
     for _ in range(runs):
         for k, argv in cmds.items():
             times[k].append(once(argv))
-    half = runs // 2
-    return {k: dict(stats(v), halves=[statistics.median(v[:half]), statistics.median(v[half:])])
-            for k, v in times.items()}
+    return with_halves(times)
 
 
 def on_one_cpu(f, *args):
@@ -215,7 +220,8 @@ def memory_and_idle(t, rounds, idle_s, rss_rounds):
 
 
 def latency(t, runs):
-    """SIGTERM to the tool -> sigwatch's handler, µs; `direct`: TERM to sigwatch."""
+    """SIGTERM to the tool -> sigwatch's handler, µs; `direct`: TERM to
+    sigwatch; with its halves."""
     names = ["direct"] + list(t)
     lat = {k: [] for k in names}
     for _ in range(runs):
@@ -231,7 +237,7 @@ def latency(t, runs):
             finally:
                 os.close(r)
                 end_tree(pid)
-    return {k: stats(v) for k, v in lat.items()}
+    return with_halves(lat)
 
 
 def latency_one_cpu(t, runs):
@@ -333,7 +339,10 @@ def sh(cmd):
 def machine():
     pkgs = ["tini", "dumb-init", "catatonit", "util-linux", "coreutils", "hyperfine",
             "libc6", "gcc", "musl-tools", "binutils", "valgrind", "strace", "linux-perf"]
-    versions = {p: sh(f"dpkg-query -W -f '${{Version}}' {p} 2>/dev/null") or "-" for p in pkgs}
+    # One version per package, where multiarch installs it for several
+    # architectures (libc6:amd64, libc6:armhf, ...).
+    versions = {p: sh(f"dpkg-query -W -f '${{Version}}\\n' {p} 2>/dev/null | sort -u "
+                      "| paste -sd, -") or "-" for p in pkgs}
     return {"nproc": os.cpu_count(), "kernel": os.uname().release, "cpu": procfs.cpu_model(),
             "rustc": sh("rustc -V"), "versions": versions,
             "commit": sh(f"git -C {ROOT} rev-parse --short HEAD"),

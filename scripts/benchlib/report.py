@@ -17,7 +17,7 @@ from . import verdict
 from .chart import chart
 from .setup import log
 from .tools import EVENTS, OURS, is_ours, not_applicable, tool_of
-from .verdict import (STARTUP_FLOOR, floor_of, fmt_ratio, med, overhead, part_medians,
+from .verdict import (TARGETS, floor_of, fmt_ratio, med, overhead, part_medians,
                       spread, sum_median)
 
 
@@ -121,12 +121,12 @@ def against_targets(d):
          "",
          "Each target of each tool, for the static build; the sections below hold",
          "the measurements, and the notes after this table the reasons for a miss.",
-         "The startup spread of a subject is the distance between the medians of",
-         "the first and the second half of its runs (the runs are interleaved, so",
-         "each half is a run of its own); a lead over an anchor counts when it",
-         "exceeds the larger of the two subjects' spreads. In this run the spreads",
-         f"lie between {spreads[0][0]:.0f} us ({spreads[0][1]}) and {spreads[-1][0]:.0f} us "
-         f"({spreads[-1][1]}).",
+         "The spread of a subject's figure (startup, latency) is the distance",
+         "between the medians of the first and the second half of its runs (the",
+         "runs are interleaved, so each half is a run of its own); a lead or a",
+         "gap counts when it exceeds the largest of the subjects' spreads. In this",
+         f"run the startup spreads lie between {spreads[0][0]:.0f} us ({spreads[0][1]}) "
+         f"and {spreads[-1][0]:.0f} us ({spreads[-1][1]}).",
          "",
          "| figure | tool | measured | target | met |",
          "|---|---|---|---|---|"]
@@ -475,7 +475,8 @@ def publish(d, out):
         folder = os.path.dirname(os.path.abspath(out))
         os.makedirs(folder, exist_ok=True)
         chart_name = f"{os.path.splitext(os.path.basename(out))[0]}-startup.svg"
-        chart(d["startup"], os.path.join(folder, chart_name), STARTUP_FLOOR)
+        chart(d["startup"], os.path.join(folder, chart_name), TARGETS["pgwrap"][0],
+              floor_of(d["startup"]))
     text = render(d, chart_name)
     print(text)
     if out and os.path.exists(out):

@@ -2,20 +2,25 @@
 
 targets() makes the rows of the report's "Against the targets" table from
 the measurements (scripts/bench-measure's JSON, as a dict), for the static
-build of each tool (the dynamic build is reported, with no target):
+build of each tool (the dynamic build is reported, with no target). The
+targets are issue 39's (the image build at tini's size), with the reaping
+and idle ones of before:
 
-  startup    pgwrap: overhead <= 1.1x the musl floor's (floor-musl); pgwrap
-             and graceful: below each of tini, tini-static, tini-musl,
-             catatonit and dumb-init by more than the run-to-run spread
-             (spread()); reap: <= 1.2x the two-process musl floor's
-             (floor-musl --fork)
-  memory     pgwrap, graceful, reap: PSS of each process <= 200 KiB
+  size       pgwrap, graceful, reap: the binary and the PSS of each process
+             at most 128, 160 and 192 KiB
+  startup    overhead over direct at most 1.15x the musl floor's
+             (floor-musl) for pgwrap, 1.3x for graceful, 1.3x the
+             two-process musl floor's (floor-musl --fork) for reap, each
+             with its instructions beside; pgwrap and graceful below
+             tini-musl by more than the run's spread (spread())
   reaping    graceful and reap: CPU time of all their processes for the
              2000 orphans below tini's (tini -s), and no zombie left
   idle       pgwrap, graceful, reap: no context switch in any idle window
-  latency    each tool's median below every anchor's that passes a signal
-             on, on every CPU and on one; reap's at most 1.5x pgwrap's (its
-             signal takes one hop more: front to back, the one sender)
+  latency    against the C relays of scripts/bench-c, on every CPU and on
+             one: pgwrap and graceful within the spread of `relay` (the
+             one-process floor), and reap's hop (reap - pgwrap) within the
+             spread of the floors' hop (relay --fork - relay); a spread is
+             the larger of the subjects' own
 
 notes() makes the paragraphs after it, one for each kind of figure missed,
 with the figures that measure the reason. The helpers of the figures
@@ -24,11 +29,13 @@ report's tables.
 """
 import statistics
 
-from .tools import ANCHORS, RIVALS
+from .tools import ANCHORS
 
-STARTUP_FLOOR = 1.1  # pgwrap against the musl floor
-STARTUP_FORK = 1.2   # reap against the musl floor --fork
-PSS_KIB = 200        # each process of each tool
+# (the most startup overhead against the floor, the floor's --fork or not,
+# the most KiB of the binary and of each process's PSS)
+TARGETS = {"pgwrap": (1.15, False, 128), "graceful": (1.3, False, 160),
+           "reap": (1.3, True, 192)}
+LEAD_OVER = "tini-musl"  # pgwrap and graceful start faster than it
 
 
 def floor_of(st, fork=False):
@@ -77,56 +84,45 @@ def spread(st, k):
 
 def targets(d):
     """(figure, tool, measured, target, met) for each target of each of our tools."""
-    return (startup_rows(d["startup"]) + memory_rows(d["memory"])
-            + reaping_rows(d["orphans"])
+    return (startup_rows(d["startup"], d["instructions"])
+            + memory_rows(d["memory"], d["sizes"]) + reaping_rows(d["orphans"])
             + idle_rows(d["memory"], d["settings"]["idle_s"])
             + latency_rows(d["latency"], d["latency_one_cpu"], d["machine"]["nproc"]))
 
 
-def anchor_leads(st, k):
-    """For each rival anchor: (name, its overhead, k's lead over it, the spread
-    the lead must exceed: the larger of the two subjects' spreads)."""
-    ov = overhead(st, k)
-    return [(a, overhead(st, a), overhead(st, a) - ov, max(spread(st, k), spread(st, a)))
-            for a in RIVALS if a in st]
-
-
-def startup_rows(st):
+def startup_rows(st, insn):
     rows = []
-    fname = floor_of(st)
-    floor = overhead(st, fname)
-    for k in ("pgwrap", "graceful"):
-        if k not in st:
+    for k, (most, fork, _) in TARGETS.items():
+        fname = floor_of(st, fork)
+        if k not in st or fname not in st:
             continue
-        ov = overhead(st, k)
-        if k == "pgwrap":
-            rows.append(("startup overhead", k, f"{ov:.0f} us = {ov / floor:.2f}x {fname}",
-                         f"<= {STARTUP_FLOOR}x {fname} ({STARTUP_FLOOR * floor:.0f} us)",
-                         ov <= STARTUP_FLOOR * floor))
-        leads = anchor_leads(st, k)
-        a, ova, lead, sp = min(leads, key=lambda x: x[2] - x[3])
-        rows.append(("startup against the anchors", k,
-                     f"{ov:.0f} us; closest: {a} {ova:.0f} us, lead {lead:.0f} us, "
+        ov, floor = overhead(st, k), overhead(st, fname)
+        ins = f"{insn[k]:,} instructions" if insn.get(k) is not None else "instructions ?"
+        rows.append(("startup overhead", k, f"{ov:.0f} us = {ov / floor:.2f}x {fname} ({ins})",
+                     f"<= {most}x {fname} ({most * floor:.0f} us)", ov <= most * floor))
+    for k in ("pgwrap", "graceful"):
+        if k not in st or LEAD_OVER not in st:
+            continue
+        ov, ova = overhead(st, k), overhead(st, LEAD_OVER)
+        sp = max(spread(st, k), spread(st, LEAD_OVER))
+        rows.append(("startup against tini-musl", k,
+                     f"{ov:.0f} us; {LEAD_OVER} {ova:.0f} us, lead {ova - ov:.0f} us, "
                      f"spread {sp:.0f} us",
-                     f"below {', '.join(x[0] for x in leads)}, each by more than the spread",
-                     all(lead > sp for _, _, lead, sp in leads)))
-    ffork = floor_of(st, fork=True)
-    if "reap" in st and ffork in st:
-        ov, fork = overhead(st, "reap"), overhead(st, ffork)
-        rows.append(("startup overhead", "reap", f"{ov:.0f} us = {ov / fork:.2f}x {ffork}",
-                     f"<= {STARTUP_FORK}x {ffork} ({STARTUP_FORK * fork:.0f} us)",
-                     ov <= STARTUP_FORK * fork))
+                     f"below {LEAD_OVER} by more than the spread", ova - ov > sp))
     return rows
 
 
-def memory_rows(mem):
+def memory_rows(mem, sizes):
     rows = []
-    for k in ("pgwrap", "graceful", "reap"):
-        if k not in mem:
-            continue
-        each = part_medians(mem[k]["pss"])
-        rows.append(("PSS per process", k, " + ".join(f"{x:.0f}" for x in each) + " KiB",
-                     f"<= {PSS_KIB} KiB each", all(x <= PSS_KIB for x in each)))
+    for k, (_, _, kib) in TARGETS.items():
+        if k in sizes:
+            b = sizes[k]["bytes"]
+            rows.append(("binary", k, f"{b:,} bytes = {b / 1024:.0f} KiB", f"<= {kib} KiB",
+                         b <= kib * 1024))
+        if k in mem:
+            each = part_medians(mem[k]["pss"])
+            rows.append(("PSS per process", k, " + ".join(f"{x:.0f}" for x in each) + " KiB",
+                         f"<= {kib} KiB each", all(x <= kib for x in each)))
     return rows
 
 
@@ -166,24 +162,27 @@ def latency_anchors(lat):
 
 
 def latency_rows(lat, lat1, nproc):
+    """Each tool against the relay floor, reap's hop against the floors' hop;
+    the spread of a figure is the largest of its subjects' (spread())."""
     rows = []
-    for label, figures in ((f"signal latency, {nproc} CPUs", lat),
-                           ("signal latency, one CPU", lat1)):
-        anchors = latency_anchors(figures)
-        best = min(anchors, key=anchors.get)
-        for k in ("pgwrap", "graceful", "reap"):
-            if k not in figures:
+    for label, f in ((f"signal latency, {nproc} CPUs", lat), ("signal latency, one CPU", lat1)):
+        if "relay" not in f:
+            continue
+        relay = f["relay"]["median"]
+        for k in ("pgwrap", "graceful"):
+            if k not in f:
                 continue
-            v = figures[k]["median"]
-            rows.append((label, k, f"{v:.0f} us",
-                         f"< every anchor: fastest {best} {anchors[best]:.0f} us",
-                         v < anchors[best]))
-        # reap's one route (the front hands every signal to the back, the
-        # one sender) costs a hop: at most half again pgwrap's, same run.
-        if "reap" in figures and "pgwrap" in figures:
-            r, p = figures["reap"]["median"], figures["pgwrap"]["median"]
-            rows.append((label, "reap / pgwrap", f"{r / p:.2f}x",
-                         f"<= 1.5x pgwrap's {p:.0f} us", r <= 1.5 * p))
+            v, sp = f[k]["median"], max(spread(f, k), spread(f, "relay"))
+            rows.append((label, k, f"{v:.0f} us; relay {relay:.0f} us, spread {sp:.0f} us",
+                         f"<= relay + spread ({relay + sp:.0f} us)", v <= relay + sp))
+        keys = ("reap", "pgwrap", "relay", "relay --fork")
+        if all(k in f for k in keys):
+            hop = f["reap"]["median"] - f["pgwrap"]["median"]
+            floor = f["relay --fork"]["median"] - relay
+            sp = max(spread(f, k) for k in keys)
+            rows.append((label, "reap's hop", f"{hop:+.0f} us (reap - pgwrap); floors' hop "
+                         f"{floor:+.0f} us, spread {sp:.0f} us",
+                         f"<= the floors' hop + spread ({floor + sp:.0f} us)", hop <= floor + sp))
     return rows
 
 
@@ -318,8 +317,8 @@ def note_memory(d):
         "more than the code that runs.")
 
 
-NOTES = ((("startup overhead", "startup against the anchors"), note_startup),
-         (("PSS per process",), note_memory),
+NOTES = ((("startup overhead", "startup against tini-musl"), note_startup),
+         (("binary", "PSS per process"), note_memory),
          (("signal latency, one CPU",), note_latency),
          (("reaping 2000 orphans",), note_reaping))
 
