@@ -303,7 +303,15 @@ fn script(cell: &Cell) -> String {
     // ready line the test waits for before it signals: started after it,
     // a TERM could come first and the sleep never get it (CI at 52d24e7:
     // `pgwrap / term-group / trap-leader: left running: 9240 (sleep)`).
-    format!("{trap}echo leader $$; sleep 1000 & {probe} wait")
+    // And the probe starts only once the sleep is `sleep`: the shell's
+    // child before its exec still runs the leader's TERM trap, and clears
+    // the trap, and the TERM with it, before it becomes `sleep` (CI at
+    // 2016f30: `pgwrap / term-then-kill / trap-leader: left running:
+    // 37005 (sleep)`, the probe gone).
+    format!(
+        "{trap}echo leader $$; sleep 1000 & \
+         until read c < /proc/$!/comm && [ \"$c\" = sleep ]; do :; done; {probe} wait"
+    )
 }
 
 /// Run one cell; the failures found (empty: it passed).
