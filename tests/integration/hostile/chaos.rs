@@ -203,6 +203,18 @@ struct Reap {
     cgroup: bool,
 }
 
+impl Caps {
+    /// Everything: the model's tests replay seeds of a machine that had it.
+    const ALL: Caps = Caps {
+        root: true,
+        unshare: true,
+        stop_delay: true,
+        cleanup_exec: true,
+        stop_all: true,
+        cgroup: true,
+    };
+}
+
 #[derive(Clone, Debug)]
 enum Tool {
     Pgwrap(Pgwrap),
@@ -2676,14 +2688,7 @@ fn chaos_supervisor_holds_the_machinery_through_an_exec() {
 /// front's word, these seeds' cleanups saw these, which the model refuses.
 #[test]
 fn chaos_model_a_stop_request_to_a_paused_front_is_the_cause() {
-    let caps = Caps {
-        root: true,
-        unshare: true,
-        stop_delay: true,
-        cleanup_exec: true,
-        stop_all: true,
-        cgroup: true,
-    };
+    let caps = Caps::ALL;
     for (seed, seen) in [
         (848, (192, "signal")),
         (4336, (161, "signal")),
@@ -2704,12 +2709,8 @@ fn chaos_model_a_stop_request_to_a_paused_front_is_the_cause() {
 #[test]
 fn chaos_model_timeout_before_the_chain_is_up() {
     let caps = Caps {
-        root: true,
-        unshare: true,
-        stop_delay: true,
-        cleanup_exec: true,
-        stop_all: true,
         cgroup: false,
+        ..Caps::ALL
     };
     for seed in [149, 141] {
         let mut sc = generate(seed, caps);
@@ -2901,14 +2902,7 @@ fn chaos_supervisor_knows_a_command_that_died_before_its_ready_line() {
 /// came up 300 ms after graceful's start died after the timeout: 124.
 #[test]
 fn chaos_model_a_held_ready_line_keeps_the_roots_clock() {
-    let caps = Caps {
-        root: true,
-        unshare: true,
-        stop_delay: true,
-        cleanup_exec: true,
-        stop_all: true,
-        cgroup: true,
-    };
+    let caps = Caps::ALL;
     let sc = generate(1796625684, caps);
     assert!(
         matches!(
@@ -2971,14 +2965,7 @@ fn chaos_model_a_held_ready_line_keeps_the_roots_clock() {
 /// TERM, and the chain ended by INT.
 #[test]
 fn chaos_model_a_paused_hop_delays_the_root_and_the_walk_races() {
-    let caps = Caps {
-        root: true,
-        unshare: true,
-        stop_delay: true,
-        cleanup_exec: true,
-        stop_all: true,
-        cgroup: true,
-    };
+    let caps = Caps::ALL;
     let sc = generate(1796628410, caps);
     let envs: BTreeSet<_> = expectations(&sc).iter().map(|e| e.reap_env).collect();
     assert!(
