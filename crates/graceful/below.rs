@@ -18,9 +18,9 @@
 
 use pgkit::descend::{self, Proc, Sent};
 use pgkit::guard::Spare;
+use pgkit::sorted::{Map, Set};
 use pgkit::survivors;
 use pgkit::{verbose, Signal};
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// One walk of the tree below graceful.
@@ -28,16 +28,16 @@ pub struct Walk {
     /// Every process found, zombies included.
     pub tree: Vec<Proc>,
     /// Guarded by an inner reap: not killed, not named.
-    pub guarded: BTreeSet<i32>,
+    pub guarded: Set<i32>,
 }
 
 #[derive(Default)]
 pub struct Below {
     spare: Option<Spare>,
     /// Processes the kill signal was sent to (pid, start time).
-    killed: BTreeSet<(i32, u64)>,
+    killed: Set<(i32, u64)>,
     /// Processes above an inner reap's back waited for (pid, start time).
-    awaited: BTreeSet<(i32, u64)>,
+    awaited: Set<(i32, u64)>,
     /// Said what the deadline spares, that graceful waits for.
     said_spared: bool,
 }
@@ -60,7 +60,7 @@ impl Below {
     /// usable `/proc`.
     pub fn walk(&mut self) -> Option<Walk> {
         let tree = descend::descendants()?;
-        let guarded = (self.spare.as_mut()).map_or_else(BTreeSet::new, |s| s.guarded(&tree));
+        let guarded = (self.spare.as_mut()).map_or_else(Set::new, |s| s.guarded(&tree));
         Some(Walk { tree, guarded })
     }
 
@@ -76,9 +76,9 @@ impl Below {
         let walk = self.walk()?;
         let me = std::process::id() as i32;
         let tools = survivors::Tools::find();
-        let mut is_tool = std::collections::BTreeMap::new();
+        let mut is_tool = Map::new();
         let mut tool = |pid: i32| *is_tool.entry(pid).or_insert_with(|| tools.is_tool(pid));
-        let live: std::collections::BTreeMap<i32, &Proc> = walk
+        let live: Map<i32, &Proc> = walk
             .tree
             .iter()
             .filter(|p| !p.is_zombie())
@@ -105,7 +105,7 @@ impl Below {
     /// ([`AWAIT_ABOVE`]): a front that cannot die holds nothing up longer.
     pub fn kill(&mut self, walk: &Walk, group: i32, sig: Signal) {
         let me = std::process::id() as i32;
-        let pids: BTreeSet<i32> = walk.tree.iter().map(|p| p.pid).chain([me]).collect();
+        let pids: Set<i32> = walk.tree.iter().map(|p| p.pid).chain([me]).collect();
         let above = above_guarded(walk);
         for p in walk.tree.iter().filter(|p| above.contains(&p.pid)) {
             self.send(p, walk, group, sig, &pids);
@@ -150,7 +150,7 @@ impl Below {
         (self.killed, self.said_spared) = (killed, said);
     }
 
-    fn send(&mut self, p: &Proc, walk: &Walk, group: i32, sig: Signal, pids: &BTreeSet<i32>) {
+    fn send(&mut self, p: &Proc, walk: &Walk, group: i32, sig: Signal, pids: &Set<i32>) {
         if p.is_zombie() || p.pgid == group || walk.guarded.contains(&p.pid) {
             return;
         }
@@ -172,10 +172,9 @@ const AWAIT_ABOVE: Duration = Duration::from_secs(1);
 
 /// The processes of `walk` above a guarded one (its ancestors below
 /// graceful), not guarded themselves.
-fn above_guarded(walk: &Walk) -> BTreeSet<i32> {
-    let parent: std::collections::BTreeMap<i32, i32> =
-        walk.tree.iter().map(|p| (p.pid, p.ppid)).collect();
-    let mut above = BTreeSet::new();
+fn above_guarded(walk: &Walk) -> Set<i32> {
+    let parent: Map<i32, i32> = walk.tree.iter().map(|p| (p.pid, p.ppid)).collect();
+    let mut above = Set::new();
     for &g in &walk.guarded {
         let mut at = parent.get(&g).copied();
         while let Some(pid) = at.filter(|pid| parent.contains_key(pid)) {

@@ -29,11 +29,11 @@ use pgkit::error::TOOL_FAILED;
 use pgkit::notify::{Extension, Relay, Service};
 use pgkit::outlet::Outlet;
 use pgkit::sigfd::{Received, SignalFd};
+use pgkit::sorted::Set;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::Startup;
 use pgkit::tty::JobControl;
 use pgkit::{descend, events, poll, reap, verbose, Child, Signal, Status, Target};
-use std::collections::BTreeSet;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
@@ -342,7 +342,7 @@ impl<'a> Back<'a> {
         // gone before the sweep's walk sees it.
         let tree = descend::descendants().unwrap_or_default();
         let live = tree.iter().filter(|p| !p.is_zombie());
-        let mut killed: BTreeSet<(i32, u64)> = live.map(|p| (p.pid, p.start)).collect();
+        let mut killed: Set<(i32, u64)> = live.map(|p| (p.pid, p.start)).collect();
         for action in self.machine.take_over(news.status, running) {
             self.act(action);
         }

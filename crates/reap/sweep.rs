@@ -30,7 +30,7 @@ use pgkit::guard::Spare;
 use pgkit::{reap, verbose, Child, Signal, Target};
 // B-trees, not hash maps: no random seed (a getrandom call) at start, and
 // the same order on every run.
-use std::collections::{BTreeMap, BTreeSet};
+use pgkit::sorted::{Map, Set};
 
 /// How the tree is found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,9 +55,9 @@ pub struct Sweeper {
     /// Decided at first use, after COMMAND has started: the check reads
     /// `/proc/self/status`, which need not delay COMMAND.
     found: Option<Finder>,
-    marks: BTreeMap<i32, Mark>,
+    marks: Map<i32, Mark>,
     /// Every process (pid, start time) a round sent KILL to.
-    pub killed: BTreeSet<(i32, u64)>,
+    pub killed: Set<(i32, u64)>,
     warned: bool,
     /// Why `/proc` could not be used, as found when that was decided (a
     /// lack of descriptors may have passed by the time it is reported).
@@ -65,7 +65,7 @@ pub struct Sweeper {
     /// `--cgroup`: COMMAND's cgroup, until it is removed.
     pub cgroup: Option<Cgroup>,
     /// The members signalled in this stage (`--cgroup`).
-    members: BTreeSet<i32>,
+    members: Set<i32>,
     /// A child of ours outlived the cgroup's last member: the walk
     /// finds the rest.
     escaped: bool,
@@ -96,8 +96,8 @@ impl Sweeper {
     }
 
     /// The processes of `tree` an inner reap guards.
-    fn guarded(&mut self, tree: &[Proc]) -> BTreeSet<i32> {
-        (self.spare.as_mut()).map_or_else(BTreeSet::new, |spare| spare.guarded(tree))
+    fn guarded(&mut self, tree: &[Proc]) -> Set<i32> {
+        (self.spare.as_mut()).map_or_else(Set::new, |spare| spare.guarded(tree))
     }
 
     /// COMMAND's cgroup (`--cgroup`), until it is removed.
@@ -250,9 +250,9 @@ impl Sweeper {
     /// With the pids the walk found, if it was made: a member it did not
     /// find (started since, maybe an inner reap's new cleanup) waits for
     /// the next round.
-    fn cgroup_guarded(&mut self) -> (BTreeSet<i32>, Option<BTreeSet<i32>>) {
+    fn cgroup_guarded(&mut self) -> (Set<i32>, Option<Set<i32>>) {
         if !self.spare.as_ref().is_some_and(Spare::any_held) {
-            return (BTreeSet::new(), None);
+            return (Set::new(), None);
         }
         match descend::descendants() {
             Some(tree) => (
@@ -261,7 +261,7 @@ impl Sweeper {
             ),
             None => {
                 verbose!("an inner reap is marked, but /proc cannot be walked: it is not spared");
-                (BTreeSet::new(), None)
+                (Set::new(), None)
             }
         }
     }
@@ -312,7 +312,7 @@ impl Sweeper {
 
     /// The live processes of `tree` that no inner reap guards, and the
     /// pids a signal to one of them is checked against (pgkit's `descend`).
-    fn live<'t>(&mut self, tree: &'t [Proc]) -> (Vec<&'t Proc>, BTreeSet<i32>) {
+    fn live<'t>(&mut self, tree: &'t [Proc]) -> (Vec<&'t Proc>, Set<i32>) {
         let me = std::process::id() as i32;
         let guarded = self.guarded(tree);
         let live = (tree.iter())
@@ -322,7 +322,7 @@ impl Sweeper {
     }
 
     /// Whether the walked process got `sig`.
-    fn send(&self, p: &Proc, sig: Signal, tree: &BTreeSet<i32>) -> bool {
+    fn send(&self, p: &Proc, sig: Signal, tree: &Set<i32>) -> bool {
         match descend::signal(p, sig, tree) {
             Ok(Sent::Delivered) => {
                 // Named as the survivor lines name it.

@@ -26,8 +26,8 @@
 use crate::error::{describe, Error};
 use crate::pidfd;
 use crate::signal::Signal;
+use crate::sorted::Set;
 use rustix::fs::{Access, AtFlags, Mode, OFlags, CWD};
-use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -287,8 +287,8 @@ impl Cgroup {
     pub fn signal_members(
         &self,
         sig: Signal,
-        done: &mut BTreeSet<i32>,
-        only: Option<&BTreeSet<i32>>,
+        done: &mut Set<i32>,
+        only: Option<&Set<i32>>,
     ) -> usize {
         let members = self.members();
         done.retain(|p| members.contains(p));
@@ -310,7 +310,7 @@ impl Cgroup {
                 .collect();
             // Still listed after the pidfd was opened: the pidfd names a
             // member (or a process that is gone).
-            let now: BTreeSet<i32> = self.members().into_iter().collect();
+            let now: Set<i32> = self.members().into_iter().collect();
             for (pid, typed, fd) in opened.iter().filter(|(p, ..)| now.contains(p)) {
                 let (typed, fd) = (*typed, fd.as_ref().map(|f| f.as_fd()));
                 if pidfd::send_or_kill(fd, typed, sig).is_ok() {
@@ -328,8 +328,8 @@ impl Cgroup {
     /// [`Cgroup::signal_members`] for the members outside process group
     /// `group` (`--stop-all`: COMMAND's group got the signal already) and
     /// not in `spared`.
-    pub fn signal_outside(&self, sig: Signal, group: i32, spared: &BTreeSet<i32>) -> usize {
-        let mut skip: BTreeSet<i32> = (self.members().into_iter())
+    pub fn signal_outside(&self, sig: Signal, group: i32, spared: &Set<i32>) -> usize {
+        let mut skip: Set<i32> = (self.members().into_iter())
             .filter(|&p| {
                 // Raw: a group led from an ancestor PID namespace is 0.
                 crate::sigraw::int_call(crate::sigraw::IntCall::Group(p))
@@ -350,7 +350,7 @@ impl Cgroup {
             return Ok(count);
         }
         let frozen = self.write("cgroup.freeze", b"1").is_ok();
-        let mut done = BTreeSet::new();
+        let mut done = Set::new();
         // Frozen, no member can fork: the list stops growing.
         for _ in 0..if frozen { 1000 } else { 3 } {
             if self.signal_members(Signal::KILL, &mut done, None) == 0 {

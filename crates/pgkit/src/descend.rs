@@ -32,8 +32,8 @@
 use crate::pidfd;
 use crate::procfs::{self, own_pid};
 use crate::signal::{self, Signal};
+use crate::sorted::{Map, Set};
 use rustix::process::{WaitId, WaitIdOptions};
-use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -101,7 +101,7 @@ fn walk_from(me: i32, children: Vec<i32>) -> Vec<Proc> {
 
 /// Every process of the system read once, the tree built from the parents.
 fn scan() -> Option<Vec<Proc>> {
-    let mut by_parent: BTreeMap<i32, Vec<Proc>> = BTreeMap::new();
+    let mut by_parent: Map<i32, Vec<Proc>> = Map::new();
     for p in procfs::all()? {
         by_parent.entry(p.ppid).or_default().push(p);
     }
@@ -182,7 +182,7 @@ pub enum Sent {
 /// Send `sig` to `p`, a descendant found by [`descendants`], without any
 /// chance of reaching another process that reused its pid. `tree` holds
 /// this process's pid and every pid of the walk `p` came from.
-pub fn signal(p: &Proc, sig: Signal, tree: &BTreeSet<i32>) -> io::Result<Sent> {
+pub fn signal(p: &Proc, sig: Signal, tree: &Set<i32>) -> io::Result<Sent> {
     let esrch = |e: &io::Error| e.raw_os_error() == Some(libc::ESRCH);
     let gone_or = |r: io::Result<()>| match r {
         Ok(()) => Ok(Sent::Delivered),

@@ -40,8 +40,8 @@
 //! namespace) is not recognised: its back is killed with the rest.
 
 use crate::procfs::{self, Proc};
+use crate::sorted::{Map, Set};
 use rustix::fs::{Mode, OFlags};
-use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -76,14 +76,14 @@ pub struct Spare {
     cleanup_link: String,
     /// The cleanups written into the cleanup mark (pid, start time), while
     /// they live.
-    cleanups: BTreeSet<(i32, u64)>,
+    cleanups: Set<(i32, u64)>,
     /// The back mark read end of file: no inner reap holds it any more, so
     /// a wait on it would return at once (see [`Spare::news`]).
     backs_gone: bool,
     /// Processes spared as part of a written cleanup's tree, and that
     /// cleanup (pid, start time): one re-parented elsewhere (a cleanup's
     /// child whose parent died) stays spared while the cleanup lives.
-    cleanup_tree: BTreeMap<(i32, u64), (i32, u64)>,
+    cleanup_tree: Map<(i32, u64), (i32, u64)>,
 }
 
 impl Spare {
@@ -97,8 +97,8 @@ impl Spare {
                 cleanup_link: link_of(&cleanup)?,
                 back,
                 cleanup,
-                cleanups: BTreeSet::new(),
-                cleanup_tree: BTreeMap::new(),
+                cleanups: Set::new(),
+                cleanup_tree: Map::new(),
                 backs_gone: false,
             })
         })();
@@ -195,11 +195,11 @@ impl Spare {
     /// (reap marks itself before it starts the cleanup), so it is seen. The
     /// cleanups written in are read after the marks: one whose reap no
     /// longer holds the mark was written in before it let go.
-    pub fn guarded(&mut self, tree: &[Proc]) -> BTreeSet<i32> {
-        let live: BTreeMap<i32, &Proc> = (tree.iter().filter(|p| !p.is_zombie()))
+    pub fn guarded(&mut self, tree: &[Proc]) -> Set<i32> {
+        let live: Map<i32, &Proc> = (tree.iter().filter(|p| !p.is_zombie()))
             .map(|p| (p.pid, p))
             .collect();
-        let held: BTreeMap<i32, Held> = live.keys().map(|&p| (p, self.held(p))).collect();
+        let held: Map<i32, Held> = live.keys().map(|&p| (p, self.held(p))).collect();
         // A cleanup known before the walk is in it while it lives.
         let lives = |c: &(i32, u64)| live.get(&c.0).is_some_and(|p| p.start == c.1);
         self.cleanups.retain(lives);
@@ -211,7 +211,7 @@ impl Spare {
         self.backs_gone |= reads.find(|r| !matches!(r, Ok(1..))) == Some(Ok(0));
         let cleanups = &self.cleanups;
         self.cleanup_tree.retain(|_, c| cleanups.contains(c));
-        let mut guarded = BTreeSet::new();
+        let mut guarded = Set::new();
         for p in live.values() {
             if held.get(&p.pid).is_some_and(|h| h.back) {
                 guarded.insert(p.pid);

@@ -30,6 +30,7 @@
 //! | `outlet`    | the cleanup's stdout and stderr, kept when the caller stops reading |
 //! | `error`     | one-line errors with their exit status (125, 126, 127)            |
 //! | `cli`       | argument helpers shared by the three parsers                      |
+//! | `sorted`    | sets and maps of pids as one sorted `Vec` (std's B-tree's code is large) |
 //!
 //! Rules every module keeps:
 //! - one thread; while it waits the process sleeps in one blocking call at a
@@ -95,6 +96,7 @@ pub mod route;
 pub mod sigfd;
 pub mod signal;
 pub mod sigraw;
+pub mod sorted;
 pub mod spawn;
 pub mod startup;
 pub mod survivors;

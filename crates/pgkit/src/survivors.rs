@@ -8,7 +8,7 @@
 
 use crate::procfs::{self, Proc};
 use crate::signal::{SigSet, Signal};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::sorted::{Map, Set};
 use std::time::Instant;
 
 /// Why a process is still there after the stop signal.
@@ -92,7 +92,7 @@ const MAX_SCAN: usize = 32 << 20;
 pub struct Tools {
     ids: Vec<(u64, u64)>,
     /// Files elsewhere already looked at, and whether they are tools.
-    seen: std::cell::RefCell<BTreeMap<(u64, u64), bool>>,
+    seen: std::cell::RefCell<Map<(u64, u64), bool>>,
 }
 
 fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
@@ -172,14 +172,14 @@ pub fn below(
     all_sent: bool,
     stopped: Option<Instant>,
     sig: Signal,
-    skip: &BTreeSet<i32>,
+    skip: &Set<i32>,
     sent_to: impl Fn(&Proc) -> Option<bool>,
 ) -> Vec<Survivor> {
     let tools = Tools::find();
-    let mut is_tool = BTreeMap::new();
+    let mut is_tool = Map::new();
     let mut tool = |pid: i32| *is_tool.entry(pid).or_insert_with(|| tools.is_tool(pid));
     let live: Vec<&Proc> = tree.iter().filter(|p| !p.is_zombie()).collect();
-    let (mut reached, mut tools_reached) = (BTreeSet::from([group]), BTreeSet::new());
+    let (mut reached, mut tools_reached) = (Set::from([group]), Set::new());
     let mut grew = true;
     while std::mem::take(&mut grew) {
         for p in &live {
@@ -196,7 +196,7 @@ pub fn below(
     // A group whose leader is gone cannot be placed: its members may have
     // been sent the signal by a tool that has left since; only a group led
     // by a live process outside the reached ones was surely not sent it.
-    let leaders: BTreeSet<i32> = live.iter().map(|p| p.pid).collect();
+    let leaders: Set<i32> = live.iter().map(|p| p.pid).collect();
     // When the stop went out, in boot ticks as the start times are: now's,
     // less the time since (read here, not as the signal goes out).
     let ticks = |d: std::time::Duration| (d.as_millis() / 10) as u64;
