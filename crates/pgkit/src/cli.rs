@@ -8,6 +8,7 @@ use crate::sigfd::{Received, SignalFd};
 use crate::signal::{SigSet, Signal, SIGNAL_HINT};
 use crate::tty::Foreground;
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -64,9 +65,59 @@ pub fn opt_name(arg: &lexopt::Arg<'_>) -> String {
     }
 }
 
-/// Turn a lexopt error into the tool's one line.
+/// Turn a lexopt error into the tool's one line: lexopt's own words, with
+/// a value quoted by [`quoted`] where lexopt's `Display` takes the `Debug`
+/// of an `OsString` (its escapes need Unicode tables: 4 KB of each static
+/// binary).
 pub fn lexopt_error(e: lexopt::Error) -> Error {
-    Error::usage(format!("{e} (see '{} --help')", crate::log::tool()))
+    use lexopt::Error as E;
+    let what = match e {
+        E::MissingValue { option: Some(opt) } => format!("missing argument for option '{opt}'"),
+        E::MissingValue { option: None } => "missing argument".to_string(),
+        E::UnexpectedOption(opt) => format!("invalid option '{opt}'"),
+        E::UnexpectedArgument(v) => format!("unexpected argument {}", quoted(v.as_bytes())),
+        E::UnexpectedValue { option, value } => {
+            format!(
+                "unexpected argument for option '{option}': {}",
+                quoted(value.as_bytes())
+            )
+        }
+        E::NonUnicodeValue(v) => format!("argument is invalid unicode: {}", quoted(v.as_bytes())),
+        E::ParsingFailed { value, error } => {
+            format!(
+                "cannot parse argument {}: {error}",
+                quoted(value.as_bytes())
+            )
+        }
+        E::Custom(error) => error.to_string(),
+    };
+    Error::usage(format!("{what} (see '{} --help')", crate::log::tool()))
+}
+
+/// `text` in double quotes, as Rust's `Debug` shows a string for what a
+/// command line holds: `\"` and `\\`, `\t` `\r` `\n`, other control
+/// characters as `\u{..}`, bytes that are not UTF-8 as `\xNN`. Unlike
+/// `Debug`, other characters are shown as they are.
+pub fn quoted(text: &[u8]) -> String {
+    let mut out = String::from('"');
+    for chunk in text.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '"' | '\\' => out.extend(['\\', c]),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                '\n' => out.push_str("\\n"),
+                '\0' => out.push_str("\\0"),
+                c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The option's value as UTF-8 text, never an option.
@@ -482,6 +533,29 @@ mod tests {
                 "--preserve-status"
             ]
         );
+    }
+
+    #[test]
+    fn values_are_quoted_as_debug_quotes_them() {
+        use std::ffi::OsStr;
+        for text in [
+            "plain",
+            "a \"b\" \\c",
+            "tab\tcr\rnl\n",
+            "esc\u{1b}del\u{7f}",
+            "é✓",
+            "",
+        ] {
+            assert_eq!(quoted(text.as_bytes()), format!("{text:?}"));
+        }
+        let bytes = OsStr::from_bytes(b"ok\xff\xc3(");
+        assert_eq!(quoted(bytes.as_bytes()), format!("{bytes:?}"));
+        let e = lexopt::Error::UnexpectedValue {
+            option: "--x".into(),
+            value: bytes.into(),
+        };
+        let line = format!("{e}");
+        assert!(lexopt_error(e).msg.starts_with(&line), "{line}");
     }
 
     #[test]

@@ -16,7 +16,10 @@ pub const GRACE_VAR: &str = "GRACEFUL_GRACE_MS";
 /// rounded down so the budget is never overstated; removed for `inf`.
 pub fn export_grace(spawn: &mut crate::spawn::Spawn, grace: Option<Duration>) {
     match grace {
-        Some(g) => spawn.env(GRACE_VAR, g.as_millis().to_string()),
+        Some(g) => spawn.env(
+            GRACE_VAR,
+            u64::try_from(g.as_millis()).unwrap_or(u64::MAX).to_string(),
+        ),
         None => spawn.env_remove(GRACE_VAR),
     };
 }
@@ -167,11 +170,13 @@ impl std::fmt::Display for Timeout {
 }
 
 fn show(f: &mut std::fmt::Formatter<'_>, d: Duration) -> std::fmt::Result {
-    let nanos = d.as_nanos();
-    let (whole, frac, digits, unit) = if d.as_secs() > 0 || nanos == 0 {
-        (nanos / 1_000_000_000, nanos % 1_000_000_000, 9, "s")
+    // In u64 and u32, not as_nanos()'s u128, whose division and Display
+    // the static binaries would carry for this alone.
+    let (secs, nanos) = (d.as_secs(), d.subsec_nanos());
+    let (whole, frac, digits, unit) = if secs > 0 || nanos == 0 {
+        (secs, nanos, 9, "s")
     } else {
-        (nanos / 1_000_000, nanos % 1_000_000, 6, "ms")
+        (u64::from(nanos / 1_000_000), nanos % 1_000_000, 6, "ms")
     };
     if frac == 0 {
         return write!(f, "{whole}{unit}");

@@ -154,7 +154,7 @@ fn format(event: &str, fields: &[(&str, Value<'_>)]) -> Option<String> {
     let mut line = String::with_capacity(256);
     let (tool, pid) = (crate::log::tool(), std::process::id());
     let t = crate::deadline::now(libc::CLOCK_MONOTONIC).unwrap_or_default();
-    let t = t.as_nanos();
+    let t = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
     let _ = write!(line, "{{\"v\":{VERSION},\"t\":{t},");
     let _ = write!(line, "\"tool\":\"{tool}\",\"pid\":{pid},\"event\":");
     quoted(&mut line, event);
