@@ -15,7 +15,6 @@
 use crate::error::{describe, Error};
 use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
-use std::fs::OpenOptions;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// The schema's version, in every line (`"v":1`).
@@ -69,15 +68,14 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
             ))
         })?
     } else {
-        // Close-on-exec, as std opens every file.
-        let file = OpenOptions::new().create(true).append(true).open(target);
-        file.map_err(|e| {
+        // As std's OpenOptions with create and append opens it, close-on-exec.
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::APPEND | OFlags::CLOEXEC;
+        rustix::fs::open(target, flags, Mode::from_raw_mode(0o666)).map_err(|e| {
             Error::usage(format!(
                 "cannot open '{target}' for {opt}: {} (give a writable path or an open descriptor)",
-                describe(&e)
+                describe(&e.into())
             ))
         })?
-        .into()
     };
     let kind = rustix::fs::fstat(&fd)
         .map(|st| FileType::from_raw_mode(st.st_mode))

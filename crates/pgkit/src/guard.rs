@@ -167,16 +167,17 @@ impl Spare {
     /// The marks `pid` holds now (none if its descriptors cannot be read).
     pub fn held(&self, pid: i32) -> Held {
         let mut held = Held::default();
-        let dir = std::fs::read_dir(format!("/proc/{pid}/fd"));
-        let fds = dir.into_iter().flatten().flatten();
-        for target in fds.filter_map(|e| std::fs::read_link(e.path()).ok()) {
-            let target = target.as_os_str().as_encoded_bytes();
-            held.back |= target == self.back_link.as_bytes();
-            held.cleanup |= target == self.cleanup_link.as_bytes();
+        let dir = format!("/proc/{pid}/fd");
+        let _ = crate::procfs::each_name(&*dir, |fd| {
             if held.back && held.cleanup {
-                break;
+                return;
             }
-        }
+            let path = [dir.as_bytes(), b"/", fd].concat();
+            if let Some(target) = crate::procfs::link(&*path) {
+                held.back |= target == self.back_link.as_bytes();
+                held.cleanup |= target == self.cleanup_link.as_bytes();
+            }
+        });
         held
     }
 

@@ -40,6 +40,7 @@
 //! No wake-up while nothing happens: the socket is one more descriptor of
 //! the tool's one blocking wait.
 
+use rustix::fs::Mode;
 use rustix::net::{
     recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
     SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
@@ -259,8 +260,8 @@ pub struct Leftover {
 impl Leftover {
     /// The keeper is gone (killed): nobody relays any more, remove both.
     pub fn remove(&self) {
-        let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_dir(&self.dir);
+        let _ = rustix::fs::unlink(&self.path);
+        let _ = rustix::fs::rmdir(&self.dir);
     }
 }
 
@@ -445,7 +446,6 @@ impl Service {
 /// whatever the umask: any user can reach a socket in it by name, nobody
 /// else can list it. Nothing is left where it cannot be made.
 fn own_socket() -> std::io::Result<(UnixDatagram, Leftover)> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let base = std::env::var_os("RUNTIME_DIRECTORY")
         .and_then(|v| {
             // RuntimeDirectory= may list several, separated by ':'.
@@ -457,17 +457,17 @@ fn own_socket() -> std::io::Result<(UnixDatagram, Leftover)> {
     // of another PID namespace, and the same bits) is refused, not reused.
     let (pid, random, name) = (std::process::id(), secret_name()?, secret_name()?);
     let dir = base.join(format!("pgwrap-notify.{pid}.{}", &random[..8]));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o700))?;
     let files = Leftover {
         path: dir.join(name),
         dir,
     };
     let made = (|| {
-        std::fs::set_permissions(&files.dir, std::fs::Permissions::from_mode(0o711))?;
+        rustix::fs::chmod(&files.dir, Mode::from_raw_mode(0o711))?;
         let s = UnixDatagram::bind(&files.path)?;
         // Writable by whatever user COMMAND becomes; bind's mode went
         // through the umask.
-        rustix::fs::chmod(&files.path, rustix::fs::Mode::from_raw_mode(0o777))?;
+        rustix::fs::chmod(&files.path, Mode::from_raw_mode(0o777))?;
         s.set_nonblocking(true)?;
         Ok(s)
     })();
@@ -482,7 +482,7 @@ fn secret_name() -> std::io::Result<String> {
     if rustix::rand::getrandom(&mut bits, rustix::rand::GetRandomFlags::empty()) != Ok(16) {
         // No getrandom (seccomp, very old kernel), or cut short: the device.
         use std::io::Read;
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut bits)?;
+        crate::procfs::open("/dev/urandom")?.read_exact(&mut bits)?;
     }
     Ok(bits.iter().map(|b| format!("{b:02x}")).collect())
 }

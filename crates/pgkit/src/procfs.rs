@@ -167,6 +167,38 @@ pub fn read(path: impl AsRef<std::path::Path>) -> std::io::Result<Vec<u8>> {
     }
 }
 
+/// A file opened to read (`O_CLOEXEC`), by rustix: std's `File::open`
+/// links in `io::Error::new` with a boxed string, whose `Debug` needs
+/// core's Unicode tables (4 KB of each static binary).
+pub fn open(path: impl rustix::path::Arg) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags};
+    Ok(rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?.into())
+}
+
+/// Where the symbolic link `path` points, as bytes.
+pub fn link(path: impl rustix::path::Arg) -> Option<Vec<u8>> {
+    rustix::fs::readlink(path, Vec::new())
+        .ok()
+        .map(std::ffi::CString::into_bytes)
+}
+
+/// `each` called with every name in directory `path` but `.` and `..`:
+/// `getdents64` into one buffer (rustix's `Dir`), not musl's `opendir` and
+/// std's `ReadDir` (an `Arc` of the path, a `DirEntry` for each name). An
+/// error while listing ends the list, as std's iterator did when flattened.
+pub fn each_name(path: impl rustix::path::Arg, mut each: impl FnMut(&[u8])) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let dir = rustix::fs::Dir::new(rustix::fs::open(path, flags, Mode::empty())?)?;
+    for entry in dir.map_while(Result::ok) {
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            each(name);
+        }
+    }
+    Ok(())
+}
+
 /// Set once by the tools' start-up hook: the process has one thread, so
 /// its children are all in its main thread's `children` file.
 static SINGLE_THREADED: AtomicBool = AtomicBool::new(false);
@@ -241,12 +273,16 @@ pub fn children_of(pid: i32) -> Option<Vec<i32>> {
     let who = if own { "self".into() } else { pid.to_string() };
     let dir = format!("/proc/{who}/task");
     let mut kids = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(&dir) else {
+    let mut tids = Vec::new();
+    if each_name(&*dir, |tid| {
+        tids.push(String::from_utf8_lossy(tid).into_owned())
+    })
+    .is_err()
+    {
         return if own { None } else { Some(kids) };
-    };
-    for task in tasks.flatten() {
-        let tid = task.file_name();
-        match read(format!("{dir}/{}/children", tid.to_string_lossy())) {
+    }
+    for tid in tids {
+        match read(format!("{dir}/{tid}/children")) {
             Ok(text) => kids.extend(pids(&text)),
             Err(_) if own => return None,
             Err(_) => {}
@@ -264,9 +300,10 @@ pub fn own_children() -> Option<Vec<i32>> {
 
 /// Every process of the system, from one pass over `/proc`.
 pub fn all() -> Option<Vec<Proc>> {
-    let pid = |e: std::fs::DirEntry| e.file_name().to_str()?.parse::<i32>().ok();
-    let pids = std::fs::read_dir("/proc").ok()?.flatten().filter_map(pid);
-    Some(pids.filter_map(stat).collect())
+    let mut all = Vec::new();
+    let pid = |name: &[u8]| std::str::from_utf8(name).ok()?.parse::<i32>().ok();
+    each_name("/proc", |name| all.extend(pid(name).and_then(stat))).ok()?;
+    Some(all)
 }
 
 /// Why `/proc` cannot be used to find this process's descendants.
@@ -326,9 +363,7 @@ fn look() -> Result<(), Unusable> {
         return (pids(nspid) == [me]).then_some(()).ok_or(Unusable::Foreign);
     }
     // A kernel before 4.1 has no NSpid: the pid of /proc/self then has to do.
-    let own = std::fs::read_link("/proc/self")
-        .ok()
-        .and_then(|p| p.to_str()?.parse::<i32>().ok());
+    let own = link("/proc/self").and_then(|p| std::str::from_utf8(&p).ok()?.parse::<i32>().ok());
     (own == Some(me)).then_some(()).ok_or(Unusable::Foreign)
 }
 

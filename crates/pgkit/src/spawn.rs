@@ -325,8 +325,9 @@ fn missing_interpreter(program: &OsStr) -> Option<(OsString, OsString)> {
     use std::io::Read;
     candidates(program).into_iter().find_map(|path| {
         let mut head = [0u8; 256];
-        let mut file = std::fs::File::open(&path).ok()?;
-        if !file.metadata().ok()?.is_file() {
+        let mut file = crate::procfs::open(&*path).ok()?;
+        let st = rustix::fs::fstat(&file).ok()?;
+        if !rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() {
             return None;
         }
         let n = file.read(&mut head).ok()?;

@@ -9,6 +9,9 @@
 use crate::procfs::{self, Proc};
 use crate::signal::{SigSet, Signal};
 use crate::sorted::{Map, Set};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Why a process is still there after the stop signal.
@@ -104,13 +107,13 @@ fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
 fn marked_tool(pid: i32) -> Option<()> {
     use std::io::Read;
     let exe = format!("/proc/{pid}/exe");
-    let link = std::fs::read_link(&exe).ok()?;
+    let link = procfs::link(&*exe)?;
     // "PATH (deleted)" once the package was upgraded under it.
-    let link = link.to_string_lossy();
+    let link = String::from_utf8_lossy(&link);
     let path = link.strip_suffix(" (deleted)").unwrap_or(&link);
     let name = path.rsplit('/').next().unwrap_or_default();
     NAMES.contains(&name).then_some(())?;
-    let mut file = std::fs::File::open(&exe).ok()?;
+    let mut file = procfs::open(&*exe).ok()?;
     let keep = MARK.len() - 1;
     let mut buf = vec![0u8; 64 * 1024 + keep];
     let (mut have, mut read) = (0, 0);
@@ -131,7 +134,7 @@ fn marked_tool(pid: i32) -> Option<()> {
 
 impl Tools {
     pub fn find() -> Tools {
-        let own = std::fs::read_link("/proc/self/exe").ok();
+        let own = procfs::link("/proc/self/exe").map(|p| PathBuf::from(OsString::from_vec(p)));
         let mut ids: Vec<(u64, u64)> = file_id("/proc/self/exe".as_ref()).into_iter().collect();
         if let Some(dir) = own.as_deref().and_then(|p| p.parent()) {
             for name in NAMES {
