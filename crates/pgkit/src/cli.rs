@@ -108,16 +108,40 @@ pub fn quoted(text: &[u8]) -> String {
                 '\r' => out.push_str("\\r"),
                 '\n' => out.push_str("\\n"),
                 '\0' => out.push_str("\\0"),
-                c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+                c if c.is_control() => {
+                    out.push_str("\\u{");
+                    hex(&mut out, c as u32, false);
+                    out.push('}');
+                }
                 c => out.push(c),
             }
         }
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02X}"));
+        for &b in chunk.invalid() {
+            out.push_str("\\x");
+            hex(&mut out, u32::from(b) | 0x100, true);
         }
     }
     out.push('"');
     out
+}
+
+/// `n` in hex, without leading zeros; `upper`: in capitals, and without
+/// the leading 1 that [`quoted`] sets to keep a byte's two digits.
+fn hex(out: &mut String, n: u32, upper: bool) {
+    let digits: &[u8; 16] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    let shown = (0..8)
+        .rev()
+        .map(|i| (n >> (4 * i)) & 15)
+        .skip_while(|&d| d == 0);
+    out.extend(
+        shown
+            .skip(usize::from(upper))
+            .map(|d| char::from(digits[d as usize])),
+    );
 }
 
 /// The option's value as UTF-8 text, never an option.
@@ -220,16 +244,21 @@ pub fn duration(parser: &mut lexopt::Parser, opt: &str) -> Result<Timeout, Error
         .map_err(|e| Error::usage(format!("{e} for {opt} ({DURATION_HINT})")))?;
     let next = (parser.try_raw_args()).and_then(|raw| Some(raw.peek()?.to_str()?.to_owned()));
     if let Some(next) = next.filter(|next| Timeout::parse(&format!("{value} {next}")).is_ok()) {
-        NOT_FOUND.set(format!(
-            " (a span is one argument: quote it, {opt} '{value} {next}')"
-        ));
+        *not_found() = format!(" (a span is one argument: quote it, {opt} '{value} {next}')");
     }
     Ok(duration)
 }
 
-thread_local! {
-    /// What the line for COMMAND not found adds: [`not_found_hint`].
-    static NOT_FOUND: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+/// What the line for COMMAND not found adds: [`not_found_hint`]. A
+/// static, not a thread-local: a thread-local that owns memory registers
+/// its destructor with std's thread-local machinery, which the tools'
+/// one thread does not otherwise need.
+static NOT_FOUND: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn not_found() -> std::sync::MutexGuard<'static, String> {
+    NOT_FOUND
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What the line for COMMAND not found (127) adds when COMMAND's first word
@@ -237,13 +266,13 @@ thread_local! {
 /// `--timeout`, a span split in two to quoting it. Set while parsing, so
 /// the spawn's own search for COMMAND is the only one.
 pub fn not_found_hint() -> String {
-    NOT_FOUND.with_borrow(String::clone)
+    not_found().clone()
 }
 
 /// COMMAND: `first` (the first non-option argument) and everything after it,
 /// untouched.
 pub fn command(first: OsString, parser: &mut lexopt::Parser) -> Result<Vec<OsString>, Error> {
-    let (span, tool) = (NOT_FOUND.take(), crate::log::tool());
+    let (span, tool) = (std::mem::take(&mut *not_found()), crate::log::tool());
     let hint = match first.to_str().filter(|word| Timeout::parse(word).is_ok()) {
         _ if !span.is_empty() => span,
         Some(word) if tool == "graceful" => {
@@ -254,7 +283,7 @@ pub fn command(first: OsString, parser: &mut lexopt::Parser) -> Result<Vec<OsStr
         }
         None => String::new(),
     };
-    NOT_FOUND.set(hint);
+    *not_found() = hint;
     let mut argv = vec![first];
     argv.extend(parser.raw_args().map_err(lexopt_error)?);
     Ok(argv)

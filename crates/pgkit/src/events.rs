@@ -13,9 +13,10 @@
 //! is said once on stderr.
 
 use crate::error::{describe, Error};
-use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 /// The schema's version, in every line (`"v":1`).
 pub const VERSION: u32 = 1;
@@ -30,12 +31,14 @@ pub struct EventLog {
     /// A socket: each line is sent with `MSG_DONTWAIT` (its open file
     /// description stays as the caller's, blocking or not).
     socket: bool,
-    dropped: Cell<u64>,
+    dropped: AtomicU64,
 }
 
-thread_local! {
-    static LOG: RefCell<Option<EventLog>> = const { RefCell::new(None) };
-}
+/// The process's event log, once installed. A static, not a thread-local:
+/// a thread-local that owns a descriptor registers its destructor with
+/// std's thread-local machinery, which the tools' one thread does not
+/// otherwise need.
+static LOG: OnceLock<EventLog> = OnceLock::new();
 
 /// Open `--events FD|PATH` (checked before anything starts: 125 and one
 /// line if it cannot be used). A number is an open descriptor of the
@@ -106,18 +109,18 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
     Ok(EventLog {
         fd,
         socket: kind == FileType::Socket,
-        dropped: Cell::new(0),
+        dropped: AtomicU64::new(0),
     })
 }
 
-/// Make `log` the process's event log.
+/// Make `log` the process's event log (once: a second is dropped).
 pub fn install(log: EventLog) {
-    LOG.with(|l| *l.borrow_mut() = Some(log));
+    let _ = LOG.set(log);
 }
 
 /// Whether an event log is open (to skip building events nobody reads).
 pub fn enabled() -> bool {
-    LOG.with(|l| l.borrow().is_some())
+    LOG.get().is_some()
 }
 
 /// A field's value.
@@ -170,41 +173,39 @@ fn format(event: &str, fields: &[(&str, Value<'_>)]) -> Option<String> {
 
 /// Write one event, if a log is open: one `write(2)`, never waited on.
 pub fn emit(event: &str, fields: &[(&str, Value<'_>)]) {
-    LOG.with(|l| {
-        let l = l.borrow();
-        let Some(log) = l.as_ref() else {
-            return;
+    let Some(log) = LOG.get() else {
+        return;
+    };
+    let written = format(event, fields).is_some_and(|line| {
+        let bytes = line.as_bytes();
+        let sent = if log.socket {
+            use rustix::net::SendFlags;
+            rustix::net::send(&log.fd, bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
+        } else {
+            rustix::io::write(&log.fd, bytes)
         };
-        let written = format(event, fields).is_some_and(|line| {
-            let bytes = line.as_bytes();
-            let sent = if log.socket {
-                use rustix::net::SendFlags;
-                rustix::net::send(&log.fd, bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
-            } else {
-                rustix::io::write(&log.fd, bytes)
-            };
-            sent.is_ok_and(|n| n == line.len())
-        });
-        // The first one dropped is said, the count at exit.
-        if !written && log.dropped.replace(log.dropped.get() + 1) == 0 {
-            crate::warn!(
-                "the event log cannot take an event (full, closed or too long): dropping it \
-                 and counting; the count is given at exit"
-            );
-        }
+        sent.is_ok_and(|n| n == line.len())
     });
+    // The first one dropped is said, the count at exit.
+    if !written && log.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+        crate::warn!(
+            "the event log cannot take an event (full, closed or too long): dropping it \
+             and counting; the count is given at exit"
+        );
+    }
 }
 
 /// The events that could not be written, for the last line.
 pub fn dropped() -> u64 {
-    LOG.with(|l| l.borrow().as_ref().map_or(0, |log| log.dropped.get()))
+    LOG.get()
+        .map_or(0, |log| log.dropped.load(Ordering::Relaxed))
 }
 
 /// `started`: COMMAND's pid, its group and session, and `wall`, the
 /// wall-clock time (RFC 3339, UTC, with nanoseconds) that goes with this
 /// line's `t`, so a reader can place every line against other clocks.
 pub fn started(pid: i32, pgid: i32, sid: i32) {
-    if LOG.with(|l| l.borrow().is_none()) {
+    if LOG.get().is_none() {
         return;
     }
     let t = crate::deadline::now(libc::CLOCK_REALTIME).unwrap_or_default();
