@@ -95,53 +95,36 @@ pub fn lexopt_error(e: lexopt::Error) -> Error {
 }
 
 /// `text` in double quotes, as Rust's `Debug` shows a string for what a
-/// command line holds: `\"` and `\\`, `\t` `\r` `\n`, other control
-/// characters as `\u{..}`, bytes that are not UTF-8 as `\xNN`. Unlike
-/// `Debug`, other characters are shown as they are.
+/// command line holds: `\"` and `\\`, `\t` `\r` `\n`, the other ASCII
+/// control characters as `\u{..}`, bytes that are not UTF-8 as `\xNN`.
+/// Unlike `Debug`, every other character is shown as it is.
 pub fn quoted(text: &[u8]) -> String {
-    let mut out = String::from('"');
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = vec![b'"'];
     for chunk in text.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '"' | '\\' => out.extend(['\\', c]),
-                '\t' => out.push_str("\\t"),
-                '\r' => out.push_str("\\r"),
-                '\n' => out.push_str("\\n"),
-                '\0' => out.push_str("\\0"),
-                c if c.is_control() => {
-                    out.push_str("\\u{");
-                    hex(&mut out, c as u32, false);
-                    out.push('}');
+        for &b in chunk.valid().as_bytes() {
+            match b {
+                b'"' | b'\\' => out.extend([b'\\', b]),
+                b'\t' => out.extend(*b"\\t"),
+                b'\r' => out.extend(*b"\\r"),
+                b'\n' => out.extend(*b"\\n"),
+                0 => out.extend(*b"\\0"),
+                1..=0x0f => out.extend([b'\\', b'u', b'{', HEX[usize::from(b)], b'}']),
+                0x10..=0x1f | 0x7f => {
+                    let (hi, lo) = (HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]);
+                    out.extend([b'\\', b'u', b'{', hi, lo, b'}']);
                 }
-                c => out.push(c),
+                _ => out.push(b),
             }
         }
         for &b in chunk.invalid() {
-            out.push_str("\\x");
-            hex(&mut out, u32::from(b) | 0x100, true);
+            let upper = |d: u8| HEX[usize::from(d)].to_ascii_uppercase();
+            out.extend([b'\\', b'x', upper(b >> 4), upper(b & 15)]);
         }
     }
-    out.push('"');
-    out
-}
-
-/// `n` in hex, without leading zeros; `upper`: in capitals, and without
-/// the leading 1 that [`quoted`] sets to keep a byte's two digits.
-fn hex(out: &mut String, n: u32, upper: bool) {
-    let digits: &[u8; 16] = if upper {
-        b"0123456789ABCDEF"
-    } else {
-        b"0123456789abcdef"
-    };
-    let shown = (0..8)
-        .rev()
-        .map(|i| (n >> (4 * i)) & 15)
-        .skip_while(|&d| d == 0);
-    out.extend(
-        shown
-            .skip(usize::from(upper))
-            .map(|d| char::from(digits[d as usize])),
-    );
+    out.push(b'"');
+    // Valid UTF-8: the valid runs whole, and ASCII.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The option's value as UTF-8 text, never an option.
