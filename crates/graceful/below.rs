@@ -77,7 +77,7 @@ impl Below {
         let me = std::process::id() as i32;
         let tools = survivors::Tools::find();
         let mut is_tool = Map::new();
-        let mut tool = |pid: i32| *is_tool.entry(pid).or_insert_with(|| tools.is_tool(pid));
+        let mut tool = |pid: i32| *is_tool.get_or_insert_with(pid, || tools.is_tool(pid));
         let live: Map<i32, &Proc> = walk
             .tree
             .iter()

@@ -349,7 +349,7 @@ impl<'a> Back<'a> {
             self.act(action);
         }
         self.drive(|phase| phase == Phase::Settle);
-        killed.extend(&self.sweeper.killed);
+        killed.extend(self.sweeper.killed.iter().copied());
         let others = killed.iter().filter(|&&(p, _)| Some(p) != adopted).count();
         let what = match known {
             Some(pid) if running => {

@@ -219,7 +219,7 @@ impl Sweeper {
             // since (or took a killed one's pid) is not skipped.
             self.members.clear();
         }
-        self.members.extend(&guarded);
+        self.members.extend(guarded.iter().copied());
         let Some(cg) = self.cgroup.as_ref() else {
             return 0;
         };

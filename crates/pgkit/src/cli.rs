@@ -8,7 +8,6 @@ use crate::sigfd::{Received, SignalFd};
 use crate::signal::{SigSet, Signal, SIGNAL_HINT};
 use crate::tty::Foreground;
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStrExt;
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -65,66 +64,33 @@ pub fn opt_name(arg: &lexopt::Arg<'_>) -> String {
     }
 }
 
-/// Turn a lexopt error into the tool's one line: lexopt's own words, with
-/// a value quoted by [`quoted`] where lexopt's `Display` takes the `Debug`
-/// of an `OsString` (its escapes need Unicode tables: 4 KB of each static
-/// binary).
+/// Turn a lexopt error into the tool's one line: lexopt's words, with a
+/// value quoted as the tools' other messages quote one (`'...'`, invalid
+/// UTF-8 replaced, control characters escaped by `log`). lexopt's own
+/// `Display` shows it by the `Debug` of an `OsString`, whose escapes link
+/// in core's Unicode tables: 4 KB of each static binary.
 pub fn lexopt_error(e: lexopt::Error) -> Error {
     use lexopt::Error as E;
     let what = match e {
-        E::MissingValue { option: Some(opt) } => format!("missing argument for option '{opt}'"),
-        E::MissingValue { option: None } => "missing argument".to_string(),
+        E::MissingValue { option } => {
+            format!(
+                "missing argument for option '{}'",
+                option.unwrap_or_default()
+            )
+        }
         E::UnexpectedOption(opt) => format!("invalid option '{opt}'"),
-        E::UnexpectedArgument(v) => format!("unexpected argument {}", quoted(v.as_bytes())),
         E::UnexpectedValue { option, value } => {
-            format!(
-                "unexpected argument for option '{option}': {}",
-                quoted(value.as_bytes())
-            )
+            let value = value.to_string_lossy();
+            format!("unexpected argument for option '{option}': '{value}'")
         }
-        E::NonUnicodeValue(v) => format!("argument is invalid unicode: {}", quoted(v.as_bytes())),
-        E::ParsingFailed { value, error } => {
-            format!(
-                "cannot parse argument {}: {error}",
-                quoted(value.as_bytes())
-            )
+        // lexopt makes these only in its ValueExt and From, which the tools do not use.
+        E::UnexpectedArgument(v) | E::NonUnicodeValue(v) => {
+            format!("unexpected argument '{}'", v.to_string_lossy())
         }
+        E::ParsingFailed { value, .. } => format!("cannot parse argument '{value}'"),
         E::Custom(error) => error.to_string(),
     };
     Error::usage(format!("{what} (see '{} --help')", crate::log::tool()))
-}
-
-/// `text` in double quotes, as Rust's `Debug` shows a string for what a
-/// command line holds: `\"` and `\\`, `\t` `\r` `\n`, the other ASCII
-/// control characters as `\u{..}`, bytes that are not UTF-8 as `\xNN`.
-/// Unlike `Debug`, every other character is shown as it is.
-pub fn quoted(text: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = vec![b'"'];
-    for chunk in text.utf8_chunks() {
-        for &b in chunk.valid().as_bytes() {
-            match b {
-                b'"' | b'\\' => out.extend([b'\\', b]),
-                b'\t' => out.extend(*b"\\t"),
-                b'\r' => out.extend(*b"\\r"),
-                b'\n' => out.extend(*b"\\n"),
-                0 => out.extend(*b"\\0"),
-                1..=0x0f => out.extend([b'\\', b'u', b'{', HEX[usize::from(b)], b'}']),
-                0x10..=0x1f | 0x7f => {
-                    let (hi, lo) = (HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]);
-                    out.extend([b'\\', b'u', b'{', hi, lo, b'}']);
-                }
-                _ => out.push(b),
-            }
-        }
-        for &b in chunk.invalid() {
-            let upper = |d: u8| HEX[usize::from(d)].to_ascii_uppercase();
-            out.extend([b'\\', b'x', upper(b >> 4), upper(b & 15)]);
-        }
-    }
-    out.push(b'"');
-    // Valid UTF-8: the valid runs whole, and ASCII.
-    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The option's value as UTF-8 text, never an option.
@@ -548,26 +514,18 @@ mod tests {
     }
 
     #[test]
-    fn values_are_quoted_as_debug_quotes_them() {
-        use std::ffi::OsStr;
-        for text in [
-            "plain",
-            "a \"b\" \\c",
-            "tab\tcr\rnl\n",
-            "esc\u{1b}del\u{7f}",
-            "é✓",
-            "",
-        ] {
-            assert_eq!(quoted(text.as_bytes()), format!("{text:?}"));
-        }
-        let bytes = OsStr::from_bytes(b"ok\xff\xc3(");
-        assert_eq!(quoted(bytes.as_bytes()), format!("{bytes:?}"));
+    fn lexopt_errors_quote_as_the_other_messages() {
+        use std::os::unix::ffi::OsStrExt;
+        let value = std::ffi::OsStr::from_bytes(b"a\xffb").into();
         let e = lexopt::Error::UnexpectedValue {
             option: "--x".into(),
-            value: bytes.into(),
+            value,
         };
-        let line = format!("{e}");
-        assert!(lexopt_error(e).msg.starts_with(&line), "{line}");
+        let msg = lexopt_error(e).msg;
+        assert!(
+            msg.starts_with("unexpected argument for option '--x': 'a\u{fffd}b' (see '"),
+            "{msg}"
+        );
     }
 
     #[test]

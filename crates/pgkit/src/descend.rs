@@ -103,7 +103,7 @@ fn walk_from(me: i32, children: Vec<i32>) -> Vec<Proc> {
 fn scan() -> Option<Vec<Proc>> {
     let mut by_parent: Map<i32, Vec<Proc>> = Map::new();
     for p in procfs::all()? {
-        by_parent.entry(p.ppid).or_default().push(p);
+        by_parent.get_or_insert_with(p.ppid, Vec::new).push(p);
     }
     // Level by level: each process's children are added after every
     // process found before it.

@@ -272,13 +272,12 @@ pub fn children_of(pid: i32) -> Option<Vec<i32>> {
     }
     let who = if own { "self".into() } else { pid.to_string() };
     let dir = format!("/proc/{who}/task");
-    let mut kids = Vec::new();
-    let mut tids = Vec::new();
-    if each_name(&*dir, |tid| {
+    let (mut kids, mut tids) = (Vec::new(), Vec::new());
+    // The names first: one descriptor at a time.
+    let listed = each_name(&*dir, |tid| {
         tids.push(String::from_utf8_lossy(tid).into_owned())
-    })
-    .is_err()
-    {
+    });
+    if listed.is_err() {
         return if own { None } else { Some(kids) };
     }
     for tid in tids {

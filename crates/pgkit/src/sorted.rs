@@ -11,10 +11,8 @@
 //! An insert in the middle moves the entries after it: O(n), which at these
 //! sizes is a `memmove` of a few KiB at most.
 
-use std::fmt;
-
 /// A set in ascending order, without duplicates.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Set<T>(Vec<T>);
 
 impl<T: Ord> Set<T> {
@@ -24,13 +22,8 @@ impl<T: Ord> Set<T> {
 
     /// Adds `v`; false when it was there already.
     pub fn insert(&mut self, v: T) -> bool {
-        match self.0.binary_search(&v) {
-            Ok(_) => false,
-            Err(at) => {
-                self.0.insert(at, v);
-                true
-            }
-        }
+        let at = self.0.binary_search(&v);
+        at.map_err(|at| self.0.insert(at, v)).is_err()
     }
 
     pub fn contains(&self, v: &T) -> bool {
@@ -44,21 +37,15 @@ impl<T: Ord> Set<T> {
 
     /// Takes `v` out; false when it was not there.
     pub fn remove(&mut self, v: &T) -> bool {
-        let found = self.0.binary_search(v);
-        if let Ok(at) = found {
-            self.0.remove(at);
-        }
-        found.is_ok()
+        self.0.binary_search(v).map(|at| self.0.remove(at)).is_ok()
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.0.iter()
     }
 
     pub fn retain(&mut self, keep: impl FnMut(&T) -> bool) {
         self.0.retain(keep);
-    }
-}
-
-impl<T> Set<T> {
-    pub fn iter(&self) -> std::slice::Iter<'_, T> {
-        self.0.iter()
     }
 
     pub fn len(&self) -> usize {
@@ -74,18 +61,11 @@ impl<T> Set<T> {
     }
 }
 
-impl<T> Default for Set<T> {
-    fn default() -> Self {
-        Set(Vec::new())
-    }
-}
-
 impl<T: Ord> FromIterator<T> for Set<T> {
     fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
-        let mut v: Vec<T> = items.into_iter().collect();
-        v.sort_unstable();
-        v.dedup();
-        Set(v)
+        let mut set = Set(Vec::new());
+        set.extend(items);
+        set
     }
 }
 
@@ -97,26 +77,6 @@ impl<T: Ord> Extend<T> for Set<T> {
     }
 }
 
-impl<'a, T: Ord + Copy + 'a> Extend<&'a T> for Set<T> {
-    fn extend<I: IntoIterator<Item = &'a T>>(&mut self, items: I) {
-        self.extend(items.into_iter().copied());
-    }
-}
-
-impl<T: Ord, const N: usize> From<[T; N]> for Set<T> {
-    fn from(items: [T; N]) -> Self {
-        items.into_iter().collect()
-    }
-}
-
-impl<T> IntoIterator for Set<T> {
-    type Item = T;
-    type IntoIter = std::vec::IntoIter<T>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
-    }
-}
-
 impl<'a, T> IntoIterator for &'a Set<T> {
     type Item = &'a T;
     type IntoIter = std::slice::Iter<'a, T>;
@@ -125,18 +85,12 @@ impl<'a, T> IntoIterator for &'a Set<T> {
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for Set<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(&self.0).finish()
-    }
-}
-
-/// A walk over a [`Map`]'s pairs, keys or values, in key order: a named
-/// type, so that it holds no borrow past its use.
+/// A walk over a [`Map`]'s keys or values, in key order: a named type, so
+/// that it holds no borrow past its use.
 pub type Iter<'m, K, V, T> = std::iter::Map<std::slice::Iter<'m, (K, V)>, fn(&'m (K, V)) -> T>;
 
 /// A map in ascending order of its keys, one value per key.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Map<K, V>(Vec<(K, V)>);
 
 impl<K: Ord, V> Map<K, V> {
@@ -175,20 +129,17 @@ impl<K: Ord, V> Map<K, V> {
         self.find(k).ok().map(|at| self.0.remove(at).1)
     }
 
-    /// The place of `k`, to read or fill.
-    pub fn entry(&mut self, k: K) -> Entry<'_, K, V> {
-        let at = self.find(&k);
-        Entry { map: self, at, k }
+    /// The value of `k`, made by `make` if there is none yet.
+    pub fn get_or_insert_with(&mut self, k: K, make: impl FnOnce() -> V) -> &mut V {
+        let at = self.find(&k).unwrap_or_else(|at| {
+            self.0.insert(at, (k, make()));
+            at
+        });
+        &mut self.0[at].1
     }
 
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
         self.0.retain_mut(|(k, v)| keep(k, v));
-    }
-}
-
-impl<K, V> Map<K, V> {
-    pub fn iter(&self) -> Iter<'_, K, V, (&K, &V)> {
-        self.0.iter().map(|(k, v)| (k, v))
     }
 
     pub fn keys(&self) -> Iter<'_, K, V, &K> {
@@ -197,14 +148,6 @@ impl<K, V> Map<K, V> {
 
     pub fn values(&self) -> Iter<'_, K, V, &V> {
         self.0.iter().map(|(_, v)| v)
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     pub fn clear(&mut self) {
@@ -223,56 +166,13 @@ impl<K: Ord, V> FromIterator<(K, V)> for Map<K, V> {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(items: I) -> Self {
         let mut v: Vec<(K, V)> = items.into_iter().collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
-        // dedup_by keeps the first of a run; swap so the last one's value stays.
+        // dedup_by keeps the first of a run: swap, so the last one's value stays.
         v.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
-            if same {
-                std::mem::swap(later, kept);
-            }
-            same
+            (later.0 == kept.0)
+                .then(|| std::mem::swap(later, kept))
+                .is_some()
         });
         Map(v)
-    }
-}
-
-impl<K, V> IntoIterator for Map<K, V> {
-    type Item = (K, V);
-    type IntoIter = std::vec::IntoIter<(K, V)>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
-    }
-}
-
-impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for Map<K, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.iter()).finish()
-    }
-}
-
-/// A key's place in a [`Map`]: its value, or where it would go.
-pub struct Entry<'m, K, V> {
-    map: &'m mut Map<K, V>,
-    at: Result<usize, usize>,
-    k: K,
-}
-
-impl<'m, K, V> Entry<'m, K, V> {
-    pub fn or_insert_with(self, make: impl FnOnce() -> V) -> &'m mut V {
-        let at = match self.at {
-            Ok(at) => at,
-            Err(at) => {
-                self.map.0.insert(at, (self.k, make()));
-                at
-            }
-        };
-        &mut self.map.0[at].1
-    }
-
-    pub fn or_default(self) -> &'m mut V
-    where
-        V: Default,
-    {
-        self.or_insert_with(V::default)
     }
 }
 
@@ -289,25 +189,25 @@ mod tests {
         assert_eq!(s.iter().copied().collect::<Vec<_>>(), [0, 1, 2, 3, 5, 9]);
         assert!(s.remove(&3) && !s.remove(&3) && !s.contains(&3) && s.contains(&9));
         s.retain(|&v| v % 2 == 1);
-        assert_eq!(Set::from([9, 5, 1]), s);
-        assert_eq!(format!("{s:?}"), "{1, 5, 9}");
+        assert_eq!([9, 5, 1].into_iter().collect::<Set<_>>(), s);
+        assert_eq!((s.get(&5), s.get(&4), s.len()), (Some(&5), None, 3));
     }
 
     #[test]
     fn a_map_keeps_one_value_per_key_the_last_given() {
         let mut m: Map<i32, &str> = [(2, "a"), (1, "b"), (2, "c")].into_iter().collect();
-        assert_eq!(m.iter().collect::<Vec<_>>(), [(&1, &"b"), (&2, &"c")]);
+        assert_eq!(m.values().copied().collect::<Vec<_>>(), ["b", "c"]);
         assert_eq!(m.insert(1, "d"), Some("b"));
         assert_eq!(m.insert(0, "e"), None);
         assert_eq!(m.keys().copied().collect::<Vec<_>>(), [0, 1, 2]);
-        assert_eq!(*m.entry(5).or_insert_with(|| "f"), "f");
-        assert_eq!(*m.entry(5).or_insert_with(|| "g"), "f");
+        assert_eq!(*m.get_or_insert_with(5, || "f"), "f");
+        assert_eq!(*m.get_or_insert_with(5, || "g"), "f");
         assert_eq!((m.get(&1), m.get(&7)), (Some(&"d"), None));
-        assert_eq!((m.remove(&0), m.remove(&0), m.len()), (Some("e"), None, 3));
-        let mut lists: Map<i32, Vec<i32>> = Map::new();
-        lists.entry(4).or_default().push(1);
-        lists.entry(4).or_default().push(2);
-        assert_eq!(lists.get(&4).map(Vec::len), Some(2));
-        assert_eq!(format!("{lists:?}"), "{4: [1, 2]}");
+        assert_eq!(
+            (m.remove(&0), m.remove(&0), m.contains_key(&5)),
+            (Some("e"), None, true)
+        );
+        m.retain(|&k, _| k != 5);
+        assert_eq!(m.keys().copied().collect::<Vec<_>>(), [1, 2]);
     }
 }

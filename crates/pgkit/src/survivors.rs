@@ -153,7 +153,7 @@ impl Tools {
             return false;
         };
         let mut seen = self.seen.borrow_mut();
-        self.ids.contains(&id) || *seen.entry(id).or_insert_with(|| marked_tool(pid).is_some())
+        self.ids.contains(&id) || *seen.get_or_insert_with(id, || marked_tool(pid).is_some())
     }
 }
 
@@ -180,9 +180,9 @@ pub fn below(
 ) -> Vec<Survivor> {
     let tools = Tools::find();
     let mut is_tool = Map::new();
-    let mut tool = |pid: i32| *is_tool.entry(pid).or_insert_with(|| tools.is_tool(pid));
+    let mut tool = |pid: i32| *is_tool.get_or_insert_with(pid, || tools.is_tool(pid));
     let live: Vec<&Proc> = tree.iter().filter(|p| !p.is_zombie()).collect();
-    let (mut reached, mut tools_reached) = (Set::from([group]), Set::new());
+    let (mut reached, mut tools_reached) = ([group].into_iter().collect::<Set<_>>(), Set::new());
     let mut grew = true;
     while std::mem::take(&mut grew) {
         for p in &live {
