@@ -73,6 +73,7 @@
 //! This crate is the only place of the suite with `unsafe`; each block says why
 //! it is sound in a `// SAFETY:` line.
 
+pub mod arena;
 pub mod args;
 pub mod cgroup;
 pub mod child;
@@ -146,6 +147,10 @@ macro_rules! main {
         #[used]
         #[link_section = ".init_array"]
         static PGKIT_CAPTURE_AND_BLOCK: extern "C" fn() = $crate::startup::capture_and_block;
+
+        #[cfg(not(test))]
+        #[global_allocator]
+        static PGKIT_ARENA: $crate::arena::Arena = $crate::arena::Arena::new();
 
         #[cfg(not(test))]
         #[no_mangle]
