@@ -4,6 +4,7 @@
 //!
 //! | module      | owns                                                              |
 //! |-------------|-------------------------------------------------------------------|
+//! | `arena`     | the tools' allocator: free lists by size, large blocks mapped     |
 //! | `args`      | the command line, as C `main` received it                         |
 //! | `signal`    | signal names and numbers, signal sets                             |
 //! | `duration`  | `10`, `1.5s`, `250ms`, `2m`, `inf`                                |
