@@ -39,7 +39,9 @@ fn cgroup_or_skip(test: &str) -> Option<PathBuf> {
         return None;
     };
     let dir = PathBuf::from(mount).join(rel.trim_start_matches('/'));
-    let probe = dir.join(format!("pgwrap-probe.{}", std::process::id()));
+    // Named by the test too: tests run in parallel in one process, and a
+    // probe of the same name made by another test refused this one's.
+    let probe = dir.join(format!("pgwrap-probe.{}.{test}", std::process::id()));
     let writable = std::fs::create_dir(&probe).is_ok();
     let _ = std::fs::remove_dir(&probe);
     if !writable {
