@@ -99,7 +99,8 @@ def debian_mirror():
 
 def build_helpers():
     """scripts/bench-c into target/bench: floor (static glibc), floor-musl,
-    floor-raw, floor-rs, relay (musl: the signal latency's floors), sigwatch.
+    floor-raw, floor-rs, relay (musl: the signal latency's floors), calls
+    (musl: pgwrap's and graceful's system calls alone), sigwatch.
     The floors are stripped, as the tools are."""
     os.makedirs(OUT, exist_ok=True)
     src = os.path.join(SCRIPTS, "bench-c")
@@ -107,8 +108,9 @@ def build_helpers():
     if shutil.which("musl-gcc"):
         floors.append((["musl-gcc", "-static", "-O2"], "floor-musl", "floor.c"))
         floors.append((["musl-gcc", "-static", "-O2"], "relay", "relay.c"))
+        floors.append((["musl-gcc", "-static", "-O2"], "calls", "calls.c"))
     else:
-        log("no musl-gcc (musl-tools): floor-musl and relay not built")
+        log("no musl-gcc (musl-tools): floor-musl, relay and calls not built")
     if platform.machine() == "x86_64":
         floors.append((["gcc", "-nostdlib", "-static", "-O2", "-fno-stack-protector"],
                        "floor-raw", "floor-raw.c"))

@@ -25,7 +25,8 @@ OURS = ("pgwrap", "graceful", "reap")
 ANCHORS = ("setsid", "timeout", "tini", "tini-static", "tini-musl", "dumb-init", "catatonit")
 # The anchors that the startup target is set against: the init-like wrappers.
 RIVALS = ("tini", "tini-static", "tini-musl", "catatonit", "dumb-init")
-FLOORS = ("floor", "floor --fork", "floor-rs", "floor-musl", "floor-musl --fork", "floor-raw")
+FLOORS = ("floor", "floor --fork", "floor-rs", "floor-musl", "floor-musl --fork", "floor-raw",
+          "calls", "calls --graceful")
 # Subreapers outside PID 1 (pgwrap reaps only as PID 1; tini only with -s).
 SUBREAPERS = ("graceful", "reap", "tini", "tini-static", "tini-musl", "catatonit")
 # The builds of our tools besides the static musl one: TOOL-dyn, TOOL-glibc.
@@ -102,6 +103,8 @@ class Bins:
             "floor-musl": [os.path.join(OUT, "floor-musl")],
             "floor-musl --fork": [os.path.join(OUT, "floor-musl"), "--fork"],
             "floor-raw": [os.path.join(OUT, "floor-raw")],
+            "calls": [os.path.join(OUT, "calls")],
+            "calls --graceful": [os.path.join(OUT, "calls"), "--graceful"],
             "setsid": ["/usr/bin/setsid"],
             "timeout": ["/usr/bin/timeout", "1000"],
             "tini": ["/usr/bin/tini", "-s", "--"],
