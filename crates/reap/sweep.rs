@@ -28,7 +28,7 @@ use pgkit::cgroup::Cgroup;
 use pgkit::descend::{self, Proc, Sent};
 use pgkit::guard::Spare;
 use pgkit::{reap, verbose, Child, Signal, Target};
-// B-trees, not hash maps: no random seed (a getrandom call) at start, and
+// Sorted, not hashed: no random seed (a getrandom call) at start, and
 // the same order on every run.
 use pgkit::sorted::{Map, Set};
 
