@@ -1112,6 +1112,8 @@ enum Ev {
     Timeout(usize),
     StopDelayEnd(usize),
     Finish(usize),
+    /// A signal held by a paused tool reaches layer `.0`.
+    Pass(usize, i32),
 }
 
 #[derive(Clone, Default)]
@@ -1196,6 +1198,15 @@ impl Sim<'_> {
             }
             hi = widened;
         }
+    }
+
+    /// The end of a pause of layer `i`'s processes (reap's back included)
+    /// that covers `t`.
+    fn paused_at(&self, i: usize, t: u64) -> Option<u64> {
+        let ours = |p: &&Pause| matches!(p.target, Target::Layer(j) | Target::Back(j) if j == i);
+        let covering = |p: &&Pause| p.at <= t && t <= p.at + p.ms;
+        let end = self.sc.pauses.iter().filter(ours).filter(covering);
+        end.map(|p| p.at + p.ms + tol()).max()
     }
 
     /// Signal `s` reaches layer `i` (the root when `i == k`) at `t`.
@@ -1285,7 +1296,15 @@ impl Sim<'_> {
                             self.deliver(j, s, t);
                         }
                     }
-                    self.deliver(i + 1, s, t);
+                    match self.paused_at(i, t) {
+                        // Its back (or its front, which hands the request
+                        // over) is stopped: the forward leaves reap when it
+                        // is continued, or just before the pause (seed
+                        // 1796660821: graceful's deadline killed a root that
+                        // TERM, held by reap's paused back, had not reached).
+                        Some(end) => self.push(t, end, Ev::Pass(i + 1, s)),
+                        None => self.deliver(i + 1, s, t),
+                    }
                     if walk && !walk_first {
                         for j in i + 2..=self.k() {
                             self.deliver(j, s, t);
@@ -1430,6 +1449,14 @@ impl Sim<'_> {
             Tool::Graceful(o) => {
                 if innermost {
                     self.group_linger(t) + o.grace
+                } else if self.layers[i].stop_sent && self.outside_root_group_alive(t) {
+                    // After its stop signal graceful waits for a group an
+                    // inner tool passed it on to, whose leader has gone: it
+                    // cannot tell one from a double-forked daemon's, so it
+                    // may wait for the daemon until its deadline (seed
+                    // 1796659988: a daemon below an inner graceful that
+                    // dropped the trigger held the outer one up).
+                    self.layers[i].grace
                 } else {
                     0
                 }
@@ -1471,6 +1498,12 @@ impl Sim<'_> {
             _ => 0,
         };
         self.push(t + outside, t + hi.max(outside), Ev::Finish(i));
+    }
+
+    /// Whether a node outside the root's group may still live at `t`.
+    fn outside_root_group_alive(&self, t: u64) -> bool {
+        let nodes = &self.sc.nodes;
+        (1..nodes.len()).any(|n| !in_root_group(nodes, n) && nodes[n].life > t)
     }
 
     /// Upper bound on how long members of the root's group outlive `t`.
@@ -1754,6 +1787,7 @@ impl Sim<'_> {
                 self.early = false;
             }
             Ev::Finish(i) => self.finish(i, t),
+            Ev::Pass(i, s) => self.deliver(i, s, t),
         }
         let _ = k;
     }
@@ -2978,6 +3012,34 @@ fn chaos_model_a_paused_hop_delays_the_root_and_the_walk_races() {
     assert!(
         statuses.contains(&Outcome::Signal(2)),
         "seed 1796628801: {statuses:?}: {}",
+        sc.describe()
+    );
+}
+
+/// Seeds of the 10 000-scenario run at b814f51, both the model's:
+/// 1796659988 (`graceful -- graceful --on TERM,INT,USR1 -- pgwrap --setsid`,
+/// HUP pending at exec): the inner graceful dropped the outer one's stop
+/// signal and ended with its COMMAND, and the outer one waited, as
+/// graceful(1) says, for a double-forked daemon's group (its leader gone)
+/// until the harness killed it; 1796660821 (`graceful -- graceful -g100ms
+/// -- reap --exec-cleanup`, TERM, reap's back paused 477 ms): the inner
+/// graceful's deadline killed the root that TERM, held by the paused back,
+/// had not reached, so REAP_STATUS=137 REAP_CAUSE=cancel.
+#[test]
+fn chaos_model_a_daemon_holds_a_stopped_graceful_and_a_paused_back_holds_the_forward() {
+    let caps = Caps::ALL;
+    let sc = generate(1796659988, caps);
+    let statuses: BTreeSet<_> = expectations(&sc).iter().map(|e| e.status).collect();
+    assert!(
+        statuses.contains(&Outcome::Signal(KILL)),
+        "seed 1796659988: {statuses:?}: {}",
+        sc.describe()
+    );
+    let sc = generate(1796660821, caps);
+    let envs: BTreeSet<_> = expectations(&sc).iter().map(|e| e.reap_env).collect();
+    assert!(
+        envs.contains(&Some((137, "cancel"))),
+        "seed 1796660821: {envs:?}: {}",
         sc.describe()
     );
 }
