@@ -77,7 +77,7 @@ impl Supervisor<'_> {
                 let actions = self.machine.on(event, now);
                 self.act(&actions);
             }
-            let reaped = reap::reap_except(Some(self.child.pid())).unwrap_or_default();
+            let (reaped, alone) = reap::reap_except(Some(self.child.pid())).unwrap_or_default();
             // Orphans die in bursts: the next ones are reaped together
             // (pgkit's `hold_children`); COMMAND's exit still comes at once,
             // by its pidfd (without one, nothing is held).
@@ -92,7 +92,7 @@ impl Supervisor<'_> {
                 self.kill_below();
             }
             if let Some(status) = self.child.exit_status() {
-                self.watch_group(now);
+                self.watch_group(now, alone);
                 if self.machine.is_done() {
                     return status;
                 }
@@ -127,13 +127,14 @@ impl Supervisor<'_> {
         self.jobs.follow(&mut self.child);
     }
 
-    /// After COMMAND's exit: is anyone of its group left?
-    fn watch_group(&mut self, now: Instant) {
-        // COMMAND (exited, unreaped) our one child: no descendant is left,
-        // so none of its group either. One read of our children file, which
-        // names exactly our children whatever PID namespace /proc shows;
-        // the walk below (and its check of /proc) is for the other cases.
-        if pgkit::procfs::own_children().is_some_and(|c| c == [self.child.pid()]) {
+    /// After COMMAND's exit: is anyone of its group left? `alone`: COMMAND
+    /// (exited, unreaped) was our one child when the adopted were reaped.
+    fn watch_group(&mut self, now: Instant, alone: bool) {
+        // Then no descendant is left, so none of its group either. That
+        // came from one read of our children file, which names exactly our
+        // children whatever PID namespace /proc shows; the walk below (and
+        // its check of /proc) is for the other cases.
+        if alone {
             verbose!("group {} is gone", self.child.pid());
             self.machine.on(Event::GroupGone, now);
             return;

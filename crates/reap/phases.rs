@@ -558,7 +558,8 @@ impl<'a> Back<'a> {
             }
             // Its group stays pinned (the leader unreaped) only where the
             // group is how leftovers are reached.
-            let pin = self.sweeper.finder() == Finder::Blind && !reap::is_pid1();
+            let below = self.leader.as_ref().is_some_and(Child::nothing_below);
+            let pin = !below && self.sweeper.finder() == Finder::Blind && !reap::is_pid1();
             self.feed(Event::LeaderExited { status, pin });
         }
         // With --cgroup: its members are the tree; a child of ours outside
@@ -903,8 +904,15 @@ impl<'a> Back<'a> {
     /// Reap every exited child but `keep` (COMMAND or the cleanup, kept
     /// unreaped while its group may be signalled).
     fn reap_adopted(&mut self, keep: Option<i32>) {
+        let leader = self.leader.as_mut().filter(|c| Some(c.pid()) == keep);
+        if leader.as_ref().is_some_and(|c| c.nothing_below()) {
+            return;
+        }
         match reap::reap_except(keep) {
-            Ok(reaped) => {
+            Ok((reaped, alone)) => {
+                if let Some(leader) = leader.filter(|_| alone) {
+                    leader.found_alone();
+                }
                 // Orphans die in bursts: the next ones are reaped together
                 // (pgkit's `hold_children`), unless the leader's exit
                 // would then be late (it has no pidfd to tell it).

@@ -159,6 +159,11 @@ impl Sweeper {
     /// `pinned` is COMMAND or the cleanup, when still unreaped. Returns
     /// how many processes got it (1 where they cannot be counted).
     pub fn round(&mut self, sig: Signal, pinned: Option<&Child>) -> usize {
+        // Known already: nothing is left (a cgroup may also hold what was
+        // moved into it).
+        if self.cgroup().is_none() && pinned.is_some_and(Child::nothing_below) {
+            return 0;
+        }
         let finder = self.finder();
         if finder == Finder::Cgroup {
             return self.cgroup_round(sig);

@@ -70,6 +70,9 @@ pub struct Child {
     /// The last `peek_exit` also looked for stops and continues, so the
     /// next `poll_job` need not ask the kernel again.
     job_looked: bool,
+    /// Exited and found the tool's only child, outside PID 1: see
+    /// [`Child::nothing_below`].
+    alone: bool,
 }
 
 /// `waitid(P_PID, pid, options | WNOHANG)`, EINTR retried: `None` when
@@ -112,6 +115,7 @@ impl Child {
             reaped: false,
             job: None,
             job_looked: false,
+            alone: false,
         }
     }
 
@@ -147,6 +151,19 @@ impl Child {
     /// Whether COMMAND has been reaped (then nothing is signalled any more).
     pub fn is_reaped(&self) -> bool {
         self.reaped
+    }
+
+    /// `reap::reap_except` found it exited and the tool's only child.
+    /// Outside PID 1 that lasts until it is reaped (see there); as PID 1 it
+    /// is not kept.
+    pub fn found_alone(&mut self) {
+        self.alone = !crate::reap::is_pid1();
+    }
+
+    /// Nothing is left below the tool: it has exited, unreaped, and was
+    /// found its only child.
+    pub fn nothing_below(&self) -> bool {
+        self.alone && !self.reaped
     }
 
     /// `pidfd_send_signal(2)` for `Target::Child`, `kill(-pgid)` for

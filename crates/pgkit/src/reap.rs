@@ -9,15 +9,23 @@ use rustix::process::{set_child_subreaper, Pid, WaitIdOptions};
 use std::io;
 
 /// Reap every exited child except `keep` (the unreaped COMMAND). Returns the
-/// reaped pids with their statuses. `keep = None` reaps everything.
-pub fn reap_except(keep: Option<i32>) -> io::Result<Vec<(i32, Status)>> {
+/// reaped pids with their statuses, and whether `keep` has exited and is now
+/// our only child: then nothing below us is left.
+///
+/// Outside PID 1 that answer holds until `keep` is reaped: a zombie has no
+/// children, and only a live descendant's orphan can become our child. As
+/// PID 1 an orphan of a process that entered the namespace from outside
+/// (`docker exec`) becomes ours too. `keep = None` reaps everything.
+pub fn reap_except(keep: Option<i32>) -> io::Result<(Vec<(i32, Status)>, bool)> {
     let mut reaped = Vec::new();
-    let mut reap = |pid: Pid| -> io::Result<()> {
-        if let Some(s) = waitid(pid, WaitIdOptions::EXITED)? {
-            reaped.push((pid.as_raw_pid(), exit_status(&s)));
-        }
-        Ok(())
+    let mut reap = |pid: Pid| -> io::Result<bool> {
+        let Some(s) = waitid(pid, WaitIdOptions::EXITED)? else {
+            return Ok(false);
+        };
+        reaped.push((pid.as_raw_pid(), exit_status(&s)));
+        Ok(true)
     };
+    let mut alone = false;
     loop {
         // Peek first (WNOWAIT): the exited child waitid names may be `keep`.
         let pid = match exited_child() {
@@ -31,16 +39,17 @@ pub fn reap_except(keep: Option<i32>) -> io::Result<Vec<(i32, Status)>> {
             continue;
         }
         // `keep` is a zombie and waitid(P_ALL) will keep naming it first:
-        // reap the others by pid, found in /proc.
-        let others = crate::procfs::own_children().unwrap_or_default();
-        for other in others.into_iter().filter_map(crate::typed_pid) {
+        // reap the others by pid, found in /proc. Alone if each was a zombie.
+        let others = crate::procfs::own_children();
+        alone = others.is_some();
+        for other in others.into_iter().flatten().filter_map(crate::typed_pid) {
             if other != pid {
-                let _ = reap(other);
+                alone &= reap(other).unwrap_or(false);
             }
         }
         break;
     }
-    Ok(reaped)
+    Ok((reaped, alone))
 }
 
 /// The pid of an exited child, left unreaped
