@@ -32,7 +32,7 @@ fn run() -> ! {
     let grace = budget::effective(
         config.grace,
         config.grace_given,
-        std::env::var_os(budget::VAR).as_deref(),
+        pgkit::spawn::var(budget::VAR),
     );
 
     if let Some(target) = &config.events {

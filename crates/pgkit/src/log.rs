@@ -22,7 +22,8 @@ static JOURNAL: AtomicBool = AtomicBool::new(false);
 /// (journald records the stream's).
 pub fn set_tool(tool: &'static str) {
     let _ = TOOL.set(tool);
-    let named = std::env::var("JOURNAL_STREAM").unwrap_or_default();
+    let named = crate::spawn::var("JOURNAL_STREAM").and_then(|v| v.to_str());
+    let named = named.unwrap_or_default();
     let st = rustix::fs::fstat(rustix::stdio::stderr()).ok();
     // Nothing formatted without the variable, the usual case: two numbers
     // formatted by std cost some 4 000 instructions at every start.

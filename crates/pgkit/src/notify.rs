@@ -269,8 +269,8 @@ impl Leftover {
 /// but malformed or unreachable, one warning line, and `None` (COMMAND then
 /// runs with it unset: see [`Service`]).
 pub fn open() -> Option<Relay> {
-    let upstream = std::env::var_os(VAR)?;
-    let relay = Relay::to(&upstream).map_err(|w| crate::warn!("{w}")).ok()?;
+    let upstream = crate::spawn::var(VAR)?;
+    let relay = Relay::to(upstream).map_err(|w| crate::warn!("{w}")).ok()?;
     let (from, to) = (relay.files.path.display(), upstream.to_string_lossy());
     crate::verbose!("relaying notifications from {from} to {to}");
     Some(relay)
@@ -380,7 +380,7 @@ impl Service {
     pub fn new(relay: Option<&Relay>) -> Service {
         Service::of(
             std::process::id(),
-            |key| std::env::var_os(key),
+            |key| crate::spawn::var(key).map(OsStr::to_os_string),
             relay.map(|r| r.files.path.clone().into_os_string()),
         )
     }
@@ -446,7 +446,7 @@ impl Service {
 /// whatever the umask: any user can reach a socket in it by name, nobody
 /// else can list it. Nothing is left where it cannot be made.
 fn own_socket() -> std::io::Result<(UnixDatagram, Leftover)> {
-    let base = std::env::var_os("RUNTIME_DIRECTORY")
+    let base = crate::spawn::var("RUNTIME_DIRECTORY")
         .and_then(|v| {
             // RuntimeDirectory= may list several, separated by ':'.
             let first = v.as_bytes().split(|&b| b == b':').next()?;

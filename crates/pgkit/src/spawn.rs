@@ -254,7 +254,7 @@ impl<'a> Spawn<'a> {
                 }
             }
         };
-        environ(Some(&mut keep));
+        entries().iter().for_each(|&entry| keep(entry));
         pointers.extend(env.added.iter().map(|c| c.as_ptr()));
         for key in &self.own_pid_vars {
             // KEY= then room for any pid's digits and the NUL; all NULs
@@ -372,6 +372,30 @@ fn environ(mut each: Option<&mut dyn FnMut(&'static CStr)>) -> *const *const c_c
     }
 }
 
+/// The environment's entries, listed once: the tools change no variable
+/// (see [`environ`]), where `getenv` compares the name asked for with every
+/// entry again at each call (a fifth of graceful's instructions at start).
+fn entries() -> &'static [&'static CStr] {
+    static ENTRIES: std::sync::OnceLock<Vec<&'static CStr>> = std::sync::OnceLock::new();
+    ENTRIES.get_or_init(|| {
+        let mut all = Vec::new();
+        environ(Some(&mut |entry| all.push(entry)));
+        all
+    })
+}
+
+/// `name`'s value as `getenv` (so `std::env::var_os`) finds it: the first
+/// entry that starts with `name=`. The `=` is looked at first: one byte
+/// rules out nearly every other entry.
+pub fn var(name: &str) -> Option<&'static OsStr> {
+    let n = name.len();
+    let value = |e: &&'static CStr| {
+        let e: &'static [u8] = e.to_bytes();
+        (e.get(n) == Some(&b'=') && e[..n] == *name.as_bytes()).then(|| &e[n + 1..])
+    };
+    entries().iter().find_map(value).map(OsStr::from_bytes)
+}
+
 /// COMMAND's environment: the array `execve` gets (the tool's own where
 /// nothing changes), and what it points into besides the tool's entries.
 struct Environment {
@@ -411,7 +435,7 @@ fn candidates(program: &OsStr) -> Vec<OsString> {
     if program.is_empty() {
         return Vec::new();
     }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let path = var("PATH").unwrap_or("/usr/local/bin:/usr/bin:/bin".as_ref());
     path.as_bytes()
         .split(|&b| b == b':')
         .map(|dir| {
