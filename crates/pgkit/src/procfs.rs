@@ -156,12 +156,14 @@ pub fn read(path: impl AsRef<std::path::Path>) -> std::io::Result<Vec<u8>> {
         OFlags::RDONLY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    let (mut out, mut buf) = (Vec::new(), [0u8; 1024]);
+    // Read into the vector's spare room, not a buffer on the stack: a
+    // kilobyte of stack in each caller this is inlined into.
+    let mut out = Vec::new();
     loop {
-        match rustix::io::read(&fd, &mut buf) {
+        out.reserve(1024);
+        match rustix::io::read(&fd, rustix::buffer::spare_capacity(&mut out)) {
             Ok(0) => return Ok(out),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(rustix::io::Errno::INTR) => {}
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),
         }
     }

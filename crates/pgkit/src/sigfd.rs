@@ -123,7 +123,7 @@ impl SignalFd {
     /// failure: so sleep instead, as a failed wait does (5 ms, doubling to
     /// a second), and the loop never spins.
     pub fn drain_into(&self, out: &mut Vec<Received>) -> io::Result<()> {
-        const RECORDS: usize = 16;
+        const RECORDS: usize = 4;
         let field = |record: &[u8], at: usize| {
             u32::from_ne_bytes(record[at..at + 4].try_into().expect("4 bytes"))
         };
