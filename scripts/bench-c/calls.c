@@ -9,7 +9,7 @@
  *
  * --graceful: graceful's calls instead (the subreaper, the guard's two
  * pipes, its own /proc/self/stat, the deadline's timerfd, and after
- * COMMAND's end two reads of its children file).
+ * COMMAND's end one read of its children file).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -73,7 +73,7 @@ static void read_file(const char *path)
 int main(int argc, char **argv)
 {
 	static const int forwarded[7] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, SIGWINCH};
-	struct signalfd_siginfo got[16];
+	struct signalfd_siginfo got[4];
 	struct sigaction old;
 	siginfo_t info;
 	sigset_t all;
@@ -150,7 +150,6 @@ int main(int argc, char **argv)
 		char path[64];
 
 		snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
-		read_file(path);
 		read_file(path);
 	}
 	memset(&info, 0, sizeof info);
