@@ -178,14 +178,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 })?
             }
             Long("events") => c.events = Some(cli::events(&mut parser, &opt)?),
-            Long("foreground") => {
-                seen.flag("terminal", "--foreground", &opt)?;
-                c.foreground = Foreground::On
-            }
-            Long("no-foreground") => {
-                seen.flag("terminal", "--no-foreground", &opt)?;
-                c.foreground = Foreground::Off
-            }
+            Long("foreground") | Long("no-foreground") => c.foreground = seen.foreground(&opt)?,
             arg => match cli::common(arg.into(), &mut parser, HELP, &mut c.verbose)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
