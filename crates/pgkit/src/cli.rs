@@ -451,18 +451,9 @@ impl Seen {
         Err(Error::usage(format!("{msg} (see '{tool} --help')")))
     }
 
-    /// A flag `long` of a pair that sets `what` (`--foreground`,
-    /// `--no-foreground`): the same flag again changes nothing, the other
-    /// one after it contradicts it.
-    pub fn flag(&mut self, what: &'static str, long: &'static str, opt: &str) -> Result<(), Error> {
-        if self.given.iter().any(|(w, l, _)| *w == what && *l == long) {
-            return Ok(());
-        }
-        self.either(what, long, opt)
-    }
-
     /// `--foreground` or `--no-foreground` (`opt`): what it sets the
-    /// terminal to, the other one given before refused.
+    /// terminal to. The same flag again changes nothing; the other one
+    /// given before it is refused (they contradict each other).
     pub fn foreground(&mut self, opt: &str) -> Result<Foreground, Error> {
         let on = opt == "--foreground";
         let long = if on {
@@ -470,7 +461,9 @@ impl Seen {
         } else {
             "--no-foreground"
         };
-        self.flag("terminal", long, opt)?;
+        if !(self.given.iter()).any(|(w, l, _)| *w == "terminal" && *l == long) {
+            self.either("terminal", long, opt)?;
+        }
         Ok(if on { Foreground::On } else { Foreground::Off })
     }
 }
@@ -557,10 +550,8 @@ mod tests {
         let e = seen.either(tty, "--foreground", "--foreground");
         assert!(e.unwrap_err().msg.contains("given twice"));
         let mut seen = Seen::default();
-        seen.flag(tty, "--foreground", "--foreground").unwrap();
-        seen.flag(tty, "--foreground", "--foreground").unwrap();
-        assert!(seen
-            .flag(tty, "--no-foreground", "--no-foreground")
-            .is_err());
+        seen.foreground("--foreground").unwrap();
+        seen.foreground("--foreground").unwrap();
+        assert!(seen.foreground("--no-foreground").is_err());
     }
 }
