@@ -72,6 +72,19 @@ fn kill_signal_named(parser: &mut lexopt::Parser, opt: &str) -> Result<Signal, E
     cli::ends_a_process(sig, opt)
 }
 
+/// The options that take one value, each given once (its spellings).
+const ONCE: [&str; 9] = [
+    "-t --timeout",
+    "-g --grace --kill-after",
+    "-s --signal",
+    "-k --kill-signal",
+    "--on",
+    "-f --forward",
+    "--stop-delay",
+    "--pdeathsig",
+    "--events",
+];
+
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
     let mut parser = lexopt::Parser::from_args(args);
     let mut c = Config {
@@ -94,53 +107,39 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut seen = cli::Seen::default();
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
+        seen.once(&ONCE, &arg, &opt)?;
         match arg {
             Short('t') | Long("timeout") => {
-                seen.once("--timeout", &opt)?;
                 // `--timeout 0` means no timeout, as in timeout(1).
                 let timeout = cli::duration(&mut parser, &opt)?.duration();
                 c.timeout = timeout.filter(|d| !d.is_zero())
             }
             // --kill-after is timeout(1)'s name for --grace: one of them.
             Short('g') | Long("grace") | Long("kill-after") => {
-                seen.once("--grace", &opt)?;
                 c.grace = cli::duration(&mut parser, &opt)?;
                 c.grace_given = true;
             }
-            Short('s') | Long("signal") => {
-                seen.once("--signal", &opt)?;
-                c.signal = Some(cli::signal(&mut parser, &opt)?)
-            }
+            Short('s') | Long("signal") => c.signal = Some(cli::signal(&mut parser, &opt)?),
             Short('k') | Long("kill-signal") => {
-                seen.once("--kill-signal", &opt)?;
                 c.kill_signal = kill_signal_named(&mut parser, &opt)?
             }
             Long("on") => {
-                seen.once("--on", &opt)?;
                 c.on = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
                 c.named = c.named.union(c.on);
             }
             Short('f') | Long("forward") => {
-                seen.once("--forward", &opt)?;
                 c.forward = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
                 c.named = c.named.union(c.forward);
             }
             Long("stop-delay") => {
-                seen.once("--stop-delay", &opt)?;
                 c.stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
                     Error::usage(format!(
                         "--stop-delay cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
                     ))
                 })?
             }
-            Long("pdeathsig") => {
-                seen.once("--pdeathsig", &opt)?;
-                c.pdeathsig = cli::signal_or_none(&mut parser, &opt)?
-            }
-            Long("events") => {
-                seen.once("--events", &opt)?;
-                c.events = Some(cli::events(&mut parser, &opt)?)
-            }
+            Long("pdeathsig") => c.pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
+            Long("events") => c.events = Some(cli::events(&mut parser, &opt)?),
             Long("preserve-status") => c.preserve_status = true,
             Long("stop-all") => c.stop_all = true,
             Long("foreground") | Long("no-foreground") => c.foreground = seen.foreground(&opt)?,

@@ -24,6 +24,9 @@ pub struct Config {
     pub events: Option<String>,
 }
 
+/// The options that take one value, each given once (its spellings).
+const ONCE: [&str; 4] = ["-f --forward", "--to", "--pdeathsig", "--events"];
+
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>, Error> {
     let mut parser = lexopt::Parser::from_args(args);
     let mut forward = None;
@@ -38,30 +41,19 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut seen = cli::Seen::default();
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
+        seen.once(&ONCE, &arg, &opt)?;
         match arg {
-            Short('f') | Long("forward") => {
-                seen.once("--forward", &opt)?;
-                forward = Some(cli::signals(&mut parser, &opt)?)
-            }
+            Short('f') | Long("forward") => forward = Some(cli::signals(&mut parser, &opt)?),
             Short('i') | Long("ignore") => ignore = ignore.union(cli::signals(&mut parser, &opt)?),
             Short('m') | Long("map") => {
                 let (from, to) = route::parse_map(&cli::text(&mut parser, &opt)?, &opt)?;
                 map.push((from, to, opt));
             }
-            Long("to") => {
-                seen.once("--to", &opt)?;
-                to = route::parse_to(&cli::text(&mut parser, &opt)?, &opt)?
-            }
+            Long("to") => to = route::parse_to(&cli::text(&mut parser, &opt)?, &opt)?,
             Long("setsid") => setsid = true,
             Long("foreground") | Long("no-foreground") => foreground = seen.foreground(&opt)?,
-            Long("pdeathsig") => {
-                seen.once("--pdeathsig", &opt)?;
-                pdeathsig = cli::signal_or_none(&mut parser, &opt)?
-            }
-            Long("events") => {
-                seen.once("--events", &opt)?;
-                events = Some(cli::events(&mut parser, &opt)?)
-            }
+            Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
+            Long("events") => events = Some(cli::events(&mut parser, &opt)?),
             arg => match cli::common(arg.into(), &mut parser, HELP, &mut false)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {

@@ -120,10 +120,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
     let mut command = None;
     while let Some(arg) = parser.next().map_err(cli::lexopt_error)? {
         let opt = cli::opt_name(&arg);
-        let once = ONCE.iter().find(|o| o.split(' ').any(|n| n == opt));
-        if let Some(once) = once.filter(|_| !matches!(arg, lexopt::Arg::Value(_))) {
-            seen.once(once.rsplit(' ').next().unwrap_or(once), &opt)?;
-        }
+        seen.once(&ONCE, &arg, &opt)?;
         match arg {
             Short('f') | Long("forward") => forward = Some(cli::signals(&mut parser, &opt)?),
             Short('m') | Long("map") => {

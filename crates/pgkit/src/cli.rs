@@ -7,6 +7,7 @@ use crate::error::Error;
 use crate::sigfd::{Received, SignalFd};
 use crate::signal::{SigSet, Signal, SIGNAL_HINT};
 use crate::tty::Foreground;
+use lexopt::Arg;
 use std::ffi::OsString;
 
 /// What the command line asks for.
@@ -56,11 +57,11 @@ pub fn open_signals(caught: SigSet) -> Result<(SignalFd, Vec<Received>), Error> 
 }
 
 /// The name of the option being parsed, as the user wrote it (for messages).
-pub fn opt_name(arg: &lexopt::Arg<'_>) -> String {
+pub fn opt_name(arg: &Arg<'_>) -> String {
     match arg {
-        lexopt::Arg::Short(c) => format!("-{c}"),
-        lexopt::Arg::Long(l) => format!("--{l}"),
-        lexopt::Arg::Value(v) => v.to_string_lossy().into_owned(),
+        Arg::Short(c) => format!("-{c}"),
+        Arg::Long(l) => format!("--{l}"),
+        Arg::Value(v) => v.to_string_lossy().into_owned(),
     }
 }
 
@@ -276,10 +277,10 @@ pub enum Other {
     Value(OsString),
 }
 
-impl From<lexopt::Arg<'_>> for Other {
-    fn from(arg: lexopt::Arg<'_>) -> Other {
+impl From<Arg<'_>> for Other {
+    fn from(arg: Arg<'_>) -> Other {
         match arg {
-            lexopt::Arg::Value(v) => Other::Value(v),
+            Arg::Value(v) => Other::Value(v),
             option => Other::Option(opt_name(&option)),
         }
     }
@@ -420,10 +421,18 @@ pub struct Seen {
 }
 
 impl Seen {
-    /// `opt` (as written: `-g`) is the option `long` (`--grace`), which
-    /// takes one value: an error if it was given already.
-    pub fn once(&mut self, long: &'static str, opt: &str) -> Result<(), Error> {
-        self.either(long, long, opt)
+    /// `arg`, written `opt` (`-g`), is one of the options of `table`, which
+    /// take one value each (an entry names one option, its spellings
+    /// separated by spaces: `"-g --grace"`): an error if it was given
+    /// already. COMMAND's first word is no option, whatever it looks like.
+    pub fn once(&mut self, table: &[&'static str], arg: &Arg<'_>, opt: &str) -> Result<(), Error> {
+        let names = table
+            .iter()
+            .find(|names| names.split(' ').any(|n| n == opt));
+        match names.filter(|_| !matches!(arg, Arg::Value(_))) {
+            Some(names) => self.either(names, names, opt),
+            None => Ok(()),
+        }
     }
 
     /// `opt` is the option `long`, one of those that set `what` (a name
@@ -540,9 +549,12 @@ mod tests {
     #[test]
     fn seen_once() {
         let mut seen = Seen::default();
-        seen.once("--grace", "-g").unwrap();
-        let e = seen.once("--grace", "--grace").unwrap_err();
-        assert!(e.msg.contains("first as -g"), "{}", e.msg);
+        let grace = ["-g --grace"];
+        seen.once(&grace, &Arg::Short('g'), "-g").unwrap();
+        let e = seen.once(&grace, &Arg::Long("grace"), "--grace");
+        assert!(e.unwrap_err().msg.contains("first as -g"));
+        seen.once(&grace, &Arg::Value("-g".into()), "-g").unwrap();
+        seen.once(&grace, &Arg::Short('s'), "-s").unwrap();
         let tty = "terminal";
         seen.either(tty, "--foreground", "--foreground").unwrap();
         let e = seen.either(tty, "--no-foreground", "--no-foreground");
