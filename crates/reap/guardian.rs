@@ -175,12 +175,7 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
     let (signals, early) = pgkit::cli::open_signals(caught)?;
     let Some(back) = fork::fork().map_err(|e| Error::sys("fork the subreaper process", e))? else {
         drop((sig_write, news_read, signals));
-        let moved = if group {
-            fork::new_group()
-        } else {
-            fork::new_session()
-        };
-        if let Err(e) = moved {
+        if let Err(e) = fork::leave_group(group) {
             // Still in the front's group: a kill of that group would take
             // the back with it. Say so; carry on regardless.
             let e = pgkit::error::describe(&e);

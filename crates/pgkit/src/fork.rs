@@ -37,12 +37,12 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?)
 }
 
-/// `setsid(2)`: a new session and group, without a controlling terminal.
-pub fn new_session() -> io::Result<()> {
-    Ok(rustix::process::setsid().map(drop)?)
-}
-
-/// `setpgid(0, 0)`: a new process group in the same session.
-pub fn new_group() -> io::Result<()> {
-    Ok(rustix::process::setpgid(None, None)?)
+/// Leave the caller's process group: for a new one in the same session
+/// (`group`: `setpgid(0, 0)`), or for a new session and group, without a
+/// controlling terminal (`setsid(2)`).
+pub fn leave_group(group: bool) -> io::Result<()> {
+    match group {
+        true => Ok(rustix::process::setpgid(None, None)?),
+        false => Ok(rustix::process::setsid().map(drop)?),
+    }
 }
