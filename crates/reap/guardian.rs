@@ -168,7 +168,9 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
     // front's signalfd: where either is refused, the back's would be too
     // (a seccomp filter is inherited), and the one line is the front's,
     // with nothing started.
-    reap::become_subreaper().map_err(|e| Error::sys("become a child subreaper", e))?;
+    let subreap =
+        || reap::become_subreaper().map_err(|e| Error::sys("become a child subreaper", e));
+    subreap()?;
     // Read once before the fork: a refused read ends reap here, with
     // nothing started (the back would meet the same refusal). What came
     // already is the front's to hand over, first thing.
@@ -192,10 +194,7 @@ pub fn split(caught: SigSet) -> Result<Split, Error> {
         // Not inherited through the fork. Refused, the front ends as the
         // back does, without a line of its own.
         let signals = (SignalFd::open(caught).map_err(|e| Error::sys("open a signalfd", e)))
-            .and_then(|s| {
-                reap::become_subreaper().map_err(|e| Error::sys("become a child subreaper", e))?;
-                Ok(s)
-            })
+            .and_then(|s| subreap().map(|()| s))
             .inspect_err(|_| link.status(FINISHED, Some(Status::Exited(TOOL_FAILED))))?;
         // A signal pending now was sent to the front's group before we left
         // it: the front got it too and hands it over, so taken here as well
