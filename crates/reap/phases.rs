@@ -312,8 +312,7 @@ impl<'a> Back<'a> {
     /// From COMMAND's start to the cleanup's end; returns reap's final
     /// status.
     pub fn run(mut self) -> Status {
-        self.drive(|_| false);
-        self.finish_output();
+        self.drive_to_end();
         self.exit.unwrap_or(Status::Exited(TOOL_FAILED))
     }
 
@@ -361,8 +360,7 @@ impl<'a> Back<'a> {
             None if others == 0 => "COMMAND had not been started".to_string(),
             None => format!("killed {others} process(es) (COMMAND's pid was not known yet)"),
         };
-        self.drive(|_| false);
-        self.finish_output();
+        self.drive_to_end();
         match self.machine.cleanup_result().map(ended) {
             Some(done) => format!("{head}: {what}; cleanup ran (REAP_CAUSE=lost) and {done}"),
             None => format!("{head}: {what}"),
@@ -398,8 +396,7 @@ impl<'a> Back<'a> {
             outlet.start();
             outlet.started();
         }
-        self.drive(|_| false);
-        self.finish_output();
+        self.drive_to_end();
         let how = match self.machine.cleanup_result() {
             Some(result) if result == CLEANUP_TIMED_OUT => {
                 "was stopped at its --cleanup-timeout".to_string()
@@ -815,9 +812,10 @@ impl<'a> Back<'a> {
         }
     }
 
-    /// What the cleanup (and what it left) wrote reaches a reader that is
-    /// still there before reap ends.
-    fn finish_output(&mut self) {
+    /// Drive the machine to its end; then what the cleanup (and what it
+    /// left) wrote reaches a reader that is still there before reap ends.
+    fn drive_to_end(&mut self) {
+        self.drive(|_| false);
         if let Some(outlet) = self.inbox.outlet.as_mut() {
             outlet.finish();
         }
