@@ -455,8 +455,7 @@ impl Front {
                     // A read or write in the background, in an orphaned
                     // group (the stop discarded): COMMAND stays stopped, or
                     // it would stop again at once.
-                    let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
-                    stopped |= tty::stop_self(sig) || !background_io;
+                    stopped |= tty::stop_self(sig) || !tty::is_background_io(sig);
                 }
                 EXTEND => {
                     if let Some(relay) = &self.relay {

@@ -525,13 +525,12 @@ impl<'a> Back<'a> {
             }
             return self.feed(Event::Exited(status));
         }
-        let background_io = |sig| sig == Signal::TTIN || sig == Signal::TTOU;
         match child.poll_job() {
             Some(Job::Stopped(sig)) if command => {
                 terminal::on_stop(&mut self.jobs, self.inbox.front.as_ref(), child, sig)
             }
             Some(Job::Continued) if command => self.jobs.continued(),
-            Some(Job::Stopped(sig)) if !self.hinted && background_io(sig) => {
+            Some(Job::Stopped(sig)) if !self.hinted && pgkit::tty::is_background_io(sig) => {
                 self.hinted = true;
                 pgkit::warn!(
                     "the cleanup (pid {}) is stopped by SIG{sig}: it used the terminal from the \

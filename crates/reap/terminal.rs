@@ -21,9 +21,8 @@ use pgkit::{verbose, Child, Signal, Target};
 pub fn on_stop(jobs: &mut JobControl, front: Option<&Link>, child: &Child, sig: Signal) {
     jobs.mark_stopped();
     verbose!("COMMAND stopped by {sig}");
-    let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
     match front {
-        Some(link) if !jobs.handed_over && background_io && jobs.follows_fg => {
+        Some(link) if !jobs.handed_over && tty::is_background_io(sig) && jobs.follows_fg => {
             if tty::foreground_group() == Some(link.front_pgid) {
                 // Brought to the foreground since it started: COMMAND
                 // gets the terminal it asked for.

@@ -41,8 +41,13 @@ impl Foreground {
 /// The stop signals a terminal sends (or a shell, for its jobs): TSTP
 /// (Ctrl-Z), TTIN and TTOU (background read and write).
 pub fn is_job_stop(sig: crate::Signal) -> bool {
-    use crate::Signal;
-    sig == Signal::TSTP || sig == Signal::TTIN || sig == Signal::TTOU
+    sig == crate::Signal::TSTP || is_background_io(sig)
+}
+
+/// The stops of a process that read from (TTIN) or wrote to (TTOU) the
+/// terminal while in the background.
+pub fn is_background_io(sig: crate::Signal) -> bool {
+    sig == crate::Signal::TTIN || sig == crate::Signal::TTOU
 }
 
 /// Whether stdin is a terminal.
@@ -184,9 +189,8 @@ impl JobControl {
 
     /// Act on a stop of COMMAND (`child` is its pid and group id).
     pub fn on_stop(&mut self, child: &crate::Child, sig: crate::Signal) {
-        use crate::Signal;
         self.stopped = true;
-        let background_io = sig == Signal::TTIN || sig == Signal::TTOU;
+        let background_io = is_background_io(sig);
         if !self.handed_over && background_io && self.follows_fg && we_are_foreground() {
             // --foreground, started in the background and brought to the
             // foreground since: COMMAND gets the terminal it asked for.
