@@ -411,8 +411,9 @@ impl<'a> Back<'a> {
     /// when neither changed the phase; until the machine is done, or
     /// `until` its phase.
     fn drive(&mut self, until: impl Fn(Phase) -> bool) {
-        // This wake brought signals and nothing else a look would act on
-        // ([`signals_only_while_running`]).
+        // This wake brought signals and nothing else a look would act on:
+        // signals only, none of them SIGCHLD, with COMMAND's pidfd not
+        // readable, while COMMAND runs.
         let mut signals_only = false;
         loop {
             let phase = self.machine.phase();
@@ -422,7 +423,10 @@ impl<'a> Back<'a> {
             let mut events = std::mem::take(&mut self.events);
             self.inbox.take_into(&mut events);
             if !events.is_empty() {
-                signals_only = signals_only_while_running(phase, &events, self.inbox.extra_ready);
+                let signal = |e: &Event| matches!(e, Event::Signal(sig, _) if *sig != Signal::CHLD);
+                signals_only = matches!(phase, Phase::Run(_))
+                    && !self.inbox.extra_ready
+                    && events.iter().all(signal);
             }
             for event in events.drain(..) {
                 self.feed(event);
@@ -980,15 +984,6 @@ impl<'a> Back<'a> {
             Note::Exiting(last) => verbose!("exiting: {last}"),
         }
     }
-}
-
-/// Whether what a wake brought is signals only, none of them SIGCHLD,
-/// with COMMAND's pidfd not readable, while COMMAND runs: nothing there
-/// for a look at the kernel to act on.
-fn signals_only_while_running(phase: Phase, events: &[Event], extra_ready: bool) -> bool {
-    matches!(phase, Phase::Run(_))
-        && !extra_ready
-        && (events.iter()).all(|e| matches!(e, Event::Signal(sig, _) if *sig != Signal::CHLD))
 }
 
 /// The cleanup the back spawned in the instant before it noted its pid,
