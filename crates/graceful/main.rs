@@ -35,9 +35,7 @@ fn run() -> ! {
         pgkit::spawn::var(budget::VAR),
     );
 
-    if let Some(target) = &config.events {
-        events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
-    }
+    events::install(config.events.as_deref());
 
     let caught = SigSet::blockable().union(config.caught());
     startup::block(caught);

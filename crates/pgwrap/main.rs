@@ -23,9 +23,7 @@ fn run() -> ! {
     let dropped = startup.left_ignored(config.route.caught(), config.named);
     config.route.drop(dropped);
 
-    if let Some(target) = &config.events {
-        events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
-    }
+    events::install(config.events.as_deref());
 
     let caught = SigSet::blockable().union(config.route.caught());
     startup::block(caught);

@@ -45,9 +45,7 @@ fn run() -> ! {
     config.route.drop(dropped);
 
     // Checked before anything starts: 125 and one line if it cannot be used.
-    if let Some(target) = &config.events {
-        events::install(events::open(target, "--events").unwrap_or_else(|e| e.exit()));
-    }
+    events::install(config.events.as_deref());
 
     let caught = SigSet::blockable().union(config.route.caught());
     startup::block(caught);

@@ -113,9 +113,13 @@ pub fn open(target: &str, opt: &str) -> Result<EventLog, Error> {
     })
 }
 
-/// Make `log` the process's event log (once: a second is dropped).
-pub fn install(log: EventLog) {
-    let _ = LOG.set(log);
+/// `--events FD|PATH`, where given: opened ([`open`]) and made the
+/// process's event log (once: a second is dropped), or the tool ends
+/// there, with 125 and one line.
+pub fn install(target: Option<&str>) {
+    if let Some(target) = target {
+        let _ = LOG.set(open(target, "--events").unwrap_or_else(|e| e.exit()));
+    }
 }
 
 /// Whether an event log is open (to skip building events nobody reads).
