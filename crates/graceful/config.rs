@@ -143,7 +143,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("preserve-status") => c.preserve_status = true,
             Long("stop-all") => c.stop_all = true,
             Long("foreground") | Long("no-foreground") => c.foreground = seen.foreground(&opt)?,
-            arg => match cli::common(arg.into(), &mut parser, HELP, &mut false)? {
+            arg => match cli::common(arg.into(), &mut parser, HELP)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
                     c.command = argv;

@@ -54,7 +54,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("foreground") | Long("no-foreground") => foreground = seen.foreground(&opt)?,
             Long("pdeathsig") => pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
             Long("events") => events = Some(cli::events(&mut parser, &opt)?),
-            arg => match cli::common(arg.into(), &mut parser, HELP, &mut false)? {
+            arg => match cli::common(arg.into(), &mut parser, HELP)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
                     command = Some(argv);

@@ -35,7 +35,6 @@ pub struct Config {
     /// `--events FD|PATH`.
     pub events: Option<String>,
     pub foreground: Foreground,
-    pub verbose: bool,
     pub command: Vec<OsString>,
     /// The signals `--forward` and `--map` named: passed on even when the
     /// caller left them ignored.
@@ -109,7 +108,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
         stop_delay: Duration::ZERO,
         events: None,
         foreground: Foreground::Auto,
-        verbose: false,
         command: Vec::new(),
         named: SigSet::EMPTY,
     };
@@ -176,7 +174,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             }
             Long("events") => c.events = Some(cli::events(&mut parser, &opt)?),
             Long("foreground") | Long("no-foreground") => c.foreground = seen.foreground(&opt)?,
-            arg => match cli::common(arg.into(), &mut parser, HELP, &mut c.verbose)? {
+            arg => match cli::common(arg.into(), &mut parser, HELP)? {
                 Flow::Next => {}
                 Flow::Command(argv) => {
                     command = Some(argv);
@@ -246,7 +244,7 @@ mod tests {
         assert_eq!(c.grace, Timeout::After(Duration::from_secs(5)));
         assert_eq!(c.signal, Signal::TERM);
         assert_eq!(c.cleanup_timeout, Timeout::Never);
-        assert!(!c.exec_cleanup && !c.keep_orphans && !c.verbose && !c.stop_all && !c.cgroup);
+        assert!(!c.exec_cleanup && !c.keep_orphans && !c.stop_all && !c.cgroup);
         assert_eq!(c.stop_delay, Duration::ZERO);
         assert_eq!(c.events, None);
         assert_eq!(c.foreground, Foreground::Auto);
@@ -275,7 +273,7 @@ mod tests {
         assert_eq!(c.cleanup_timeout, Timeout::After(Duration::from_secs(60)));
         let zero = run("-c true --cleanup-timeout 0 cmd").unwrap();
         assert_eq!(zero.cleanup_timeout, Timeout::Never, "0 means no limit");
-        assert!(c.keep_orphans && c.verbose);
+        assert!(c.keep_orphans && pgkit::log::verbose_enabled());
         assert_eq!(c.foreground, Foreground::Off);
         assert_eq!(c.command, ["cmd", "a"]);
         let c = run("--cleanup=x --exec-cleanup --grace=inf --foreground cmd").unwrap();

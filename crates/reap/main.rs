@@ -39,7 +39,6 @@ fn run() -> ! {
         parsed = Ok(cli::Parsed::Help(line.leak()));
     }
     let mut config = cli::run_or_exit(parsed);
-    log::set_verbose(config.verbose);
     // nohup's rule: what the caller left ignored stays ignored.
     let dropped = startup.left_ignored(config.route.caught(), config.named);
     config.route.drop(dropped);

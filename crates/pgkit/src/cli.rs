@@ -289,19 +289,16 @@ impl From<Arg<'_>> for Other {
 /// The part of the option loop every tool shares: `-v`, `-h`, `-V`, the
 /// start of COMMAND, and the error for anything else. Call it for every
 /// argument the tool's own options did not match:
-/// `arg => match cli::common(arg.into(), &mut parser, HELP, &mut verbose)?`.
+/// `arg => match cli::common(arg.into(), &mut parser, HELP)?`. Each `-v`
+/// turns the `-v` lines on (`log`), one level more.
 pub fn common<T>(
     arg: Other,
     parser: &mut lexopt::Parser,
     help: &'static str,
-    verbose: &mut bool,
 ) -> Result<Flow<T>, Error> {
     match arg {
         Other::Option(opt) => match opt.as_str() {
-            "-v" | "--verbose" => {
-                *verbose = true;
-                crate::log::more_verbose();
-            }
+            "-v" | "--verbose" => crate::log::more_verbose(),
             "-h" | "--help" => {
                 no_value(parser, &opt)?;
                 return Ok(Flow::Done(Parsed::Help(help)));

@@ -37,11 +37,6 @@ pub fn tool() -> &'static str {
     TOOL.get().copied().unwrap_or("pgkit")
 }
 
-/// Turn `-v` lines on or off (each `-v` parsed turns them on already).
-pub fn set_verbose(on: bool) {
-    VERBOSITY.store(if on { verbosity().max(1) } else { 0 }, Ordering::Relaxed);
-}
-
 /// One more `-v` on the command line.
 pub fn more_verbose() {
     VERBOSITY.fetch_add(1, Ordering::Relaxed);
