@@ -150,12 +150,7 @@ pub fn uptime_ticks() -> Option<u64> {
 /// `fstat` (a `/proc` file's size is 0) and reads from 32 bytes, doubling:
 /// 10 system calls for `/proc/self/stat`, 4 here.
 pub fn read(path: impl AsRef<std::path::Path>) -> std::io::Result<Vec<u8>> {
-    use rustix::fs::{Mode, OFlags};
-    let fd = rustix::fs::open(
-        path.as_ref(),
-        OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+    let fd = open(path.as_ref())?;
     // Read into the vector's spare room, not a buffer on the stack: a
     // kilobyte of stack in each caller this is inlined into.
     let mut out = Vec::new();
