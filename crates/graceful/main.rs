@@ -88,7 +88,7 @@ fn run() -> ! {
     let timed_out = supervisor.finish();
     if timed_out && !config.preserve_status {
         verbose!("COMMAND {status}; exiting 124 (--timeout fired)");
-        events::exit(124, "timeout");
+        events::exit_with(124, "timeout", false, &[]);
         exit::exit_code(124)
     }
     events::exit_as(status);

@@ -106,7 +106,7 @@ impl Supervisor<'_> {
     pub fn finish(mut self) -> bool {
         self.jobs.release(self.child.pid());
         if let Some(status) = self.child.reap() {
-            events::reaped(self.child.pid(), status);
+            events::exited("reaped", self.child.pid(), status);
         }
         let _ = reap::reap_except(None);
         // What COMMAND's group said last is sent on; then the socket goes.

@@ -78,7 +78,7 @@ fn run() -> ! {
     };
     jobs.release(child.pid());
     child.reap();
-    events::reaped(child.pid(), status);
+    events::exited("reaped", child.pid(), status);
     events::exit_as(status);
     if pid1 {
         let _ = reap::reap_except(None);

@@ -525,7 +525,7 @@ impl<'a> Back<'a> {
                 // What the cleanup left is not spared (pgkit::guard).
                 self.cleanup_mark = Default::default();
                 self.back_marks.cleanup_ended();
-                events::cleanup_exited(child.pid(), status);
+                events::exited("cleanup_exited", child.pid(), status);
             }
             return self.feed(Event::Exited(status));
         }
@@ -554,7 +554,7 @@ impl<'a> Back<'a> {
         self.reap_adopted(keep.map(|c| c.pid()));
         if let Some(status) = self.leader.as_mut().and_then(|c| c.peek_exit()) {
             if self.machine.timed_out_unseen() {
-                events::cleanup_exited(self.leader_pid(), status);
+                events::exited("cleanup_exited", self.leader_pid(), status);
             }
             // Its group stays pinned (the leader unreaped) only where the
             // group is how leftovers are reached.
@@ -767,7 +767,7 @@ impl<'a> Back<'a> {
     fn reap_leader(&mut self) {
         if let Some(mut child) = self.leader.take() {
             if let Some(status) = child.reap() {
-                events::reaped(child.pid(), status);
+                events::exited("reaped", child.pid(), status);
             }
             self.sweeper.forget(child.pid());
             // Without /proc, waitid could not get past the leader's zombie
@@ -923,7 +923,7 @@ impl<'a> Back<'a> {
                 }
                 for (pid, status) in reaped {
                     verbose!("reaped pid {pid} ({status})");
-                    events::reaped(pid, status);
+                    events::exited("reaped", pid, status);
                     self.sweeper.forget(pid);
                 }
             }

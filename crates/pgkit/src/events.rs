@@ -265,10 +265,11 @@ pub fn signal(sig: crate::Signal, from: i32, action: &str, out: Option<crate::Si
     emit("signal", &fields[..if mapped.is_some() { 6 } else { 4 }]);
 }
 
-/// `reaped`: a child reaped, with its status as a shell reports it.
-pub fn reaped(pid: i32, status: crate::Status) {
+/// `event`, for a child that ended, with its status as a shell reports
+/// it: `reaped` (a child reaped) or `cleanup_exited` (reap's cleanup).
+pub fn exited(event: &str, pid: i32, status: crate::Status) {
     let fields = [("child", int(pid)), ("status", int(status.shell_code()))];
-    emit("reaped", &fields);
+    emit(event, &fields);
 }
 
 /// `stop` or `kill`: a signal (number and name) sent to `target` (`group`:
@@ -303,17 +304,6 @@ pub fn cleanup_started(pid: i32, exec: bool) {
     emit("cleanup_started", &fields);
 }
 
-/// `cleanup_exited`: the cleanup's status as a shell reports it.
-pub fn cleanup_exited(pid: i32, status: crate::Status) {
-    let fields = [("child", int(pid)), ("status", int(status.shell_code()))];
-    emit("cleanup_exited", &fields);
-}
-
-/// `exit`: the tool's own status as a shell will report it, and why.
-pub fn exit(status: i32, cause: &str) {
-    exit_with(status, cause, false, &[]);
-}
-
 /// `exit` with COMMAND's `status` as the tool's own (cause `exit` or
 /// `signal`).
 pub fn exit_as(status: crate::Status) {
@@ -321,11 +311,12 @@ pub fn exit_as(status: crate::Status) {
         crate::Status::Exited(_) => "exit",
         crate::Status::Signaled(_) => "signal",
     };
-    exit(status.shell_code(), cause);
+    exit_with(status.shell_code(), cause, false, &[]);
 }
 
-/// [`exit`] with more counts (reap's `--cgroup`: the job's CPU time and
-/// memory peak; how long after the stop request the process the supervisor
+/// `exit`: the tool's own status as a shell will report it, and why, with
+/// the counts given (reap's `--cgroup`: the job's CPU time and memory
+/// peak; how long after the stop request the process the supervisor
 /// started was killed), a count without a value left out; `killed`: that
 /// process was killed.
 pub fn exit_with(status: i32, cause: &str, killed: bool, counts: &[(&str, Option<u64>)]) {
