@@ -256,17 +256,19 @@ impl Supervisor<'_> {
             events::signal(signal, from, "forwarded", Some(signal));
             match sent {
                 Ok(()) => verbose!("received {signal} from pid {from}: forwarded to group {group}"),
-                Err(e) if pgkit::child::refusal(&e) => {
-                    let pdeathsig = self.config.pdeathsig;
-                    self.child
-                        .cannot_signal(Target::Group, signal, &e, pdeathsig)
-                }
+                Err(e) if pgkit::child::refusal(&e) => self.refused(signal, &e),
                 Err(e) => verbose!("received {signal} from pid {from}: cannot forward: {e}"),
             }
         } else {
             events::signal(signal, from, "dropped", None);
             verbose!("received {signal} from pid {from}: dropped");
         }
+    }
+
+    /// Every way of sending `sig` to COMMAND's group was refused (a seccomp
+    /// profile): graceful says so and exits (pgkit's `cannot_signal`).
+    fn refused(&self, sig: Signal, e: &std::io::Error) -> ! {
+        (self.child).cannot_signal(Target::Group, sig, e, self.config.pdeathsig)
     }
 
     /// The grace is over: name every process still below graceful that
@@ -336,10 +338,7 @@ impl Supervisor<'_> {
                     events::sent(kind, sig, "group", group, grace_ms);
                     match sent {
                         Ok(()) => verbose!("sent {sig} to group {group}"),
-                        Err(e) if pgkit::child::refusal(&e) => {
-                            let pdeathsig = self.config.pdeathsig;
-                            self.child.cannot_signal(Target::Group, sig, &e, pdeathsig)
-                        }
+                        Err(e) if pgkit::child::refusal(&e) => self.refused(sig, &e),
                         Err(e) => verbose!("cannot send {sig} to group {group}: {e}"),
                     }
                     // The deadline reaches everything below graceful, once
