@@ -10,7 +10,7 @@ use pgkit::sigfd::Received;
 use pgkit::spawn::{Isolation, Spawn};
 use pgkit::startup::{self, Startup};
 use pgkit::tty::{self, JobControl};
-use pgkit::{cli, events, exit, log, notify, poll, reap, verbose, Child, SigSet, Signal, Target};
+use pgkit::{cli, events, exit, log, notify, poll, reap, verbose, Child, SigSet, Signal};
 use std::os::fd::AsFd;
 
 pgkit::main!(run);
@@ -104,10 +104,7 @@ fn pass_on(config: &Config, child: &Child, jobs: &mut JobControl, received: Rece
         return;
     };
     // Nothing is formatted before the signal is sent (and only with -v).
-    let to = match config.route.to {
-        Target::Group => "group",
-        Target::Child => "pid",
-    };
+    let (to, _) = config.route.to.words();
     let pid = child.pid();
     let sent = child.signal(config.route.to, out);
     let action = if out == signal { "forwarded" } else { "mapped" };

@@ -706,10 +706,7 @@ impl<'a> Back<'a> {
         let Some(child) = &self.leader else { return };
         let route = &self.config.route;
         let out = route.route(sig).unwrap_or(sig);
-        let (to, calls) = match route.to {
-            Target::Group => ("group", "kill, then pidfd_send_signal"),
-            Target::Child => ("pid", "pidfd_send_signal, then kill"),
-        };
+        let (to, calls) = route.to.words();
         let pid = child.pid();
         match child.signal(route.to, out) {
             Ok(()) if out == sig => {

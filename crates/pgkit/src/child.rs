@@ -51,6 +51,17 @@ pub enum Target {
     Group,
 }
 
+impl Target {
+    /// How the lines name it (`group`, `pid`), and the calls that send to
+    /// it, in the order [`Child::signal`] tries them.
+    pub fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Target::Group => ("group", "kill, then pidfd_send_signal"),
+            Target::Child => ("pid", "pidfd_send_signal, then kill"),
+        }
+    }
+}
+
 /// A job-control change of COMMAND.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Job {
@@ -198,10 +209,7 @@ impl Child {
         e: &io::Error,
         pdeathsig: Option<Signal>,
     ) -> ! {
-        let (to, calls) = match target {
-            Target::Group => ("group", "kill, then pidfd_send_signal"),
-            Target::Child => ("pid", "pidfd_send_signal, then kill"),
-        };
+        let (to, calls) = target.words();
         let pid = self.pid();
         let fate = match pdeathsig {
             Some(s) => format!("exiting, so COMMAND gets --pdeathsig {s}"),
