@@ -26,23 +26,15 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Act on `Parsed::Help`/`Version`/errors; hand back the configuration.
 pub fn run_or_exit<T>(parsed: Result<Parsed<T>, Error>) -> T {
-    match parsed {
-        Ok(Parsed::Run(config)) => config,
-        Ok(Parsed::Help(text)) => {
-            print_stdout(text);
-            crate::exit::exit_code(0)
-        }
-        Ok(Parsed::Version) => {
-            print_stdout(&format!("{} {}\n", crate::log::tool(), VERSION));
-            crate::exit::exit_code(0)
-        }
+    let text: std::borrow::Cow<'_, str> = match parsed {
+        Ok(Parsed::Run(config)) => return config,
+        Ok(Parsed::Help(text)) => text.into(),
+        Ok(Parsed::Version) => format!("{} {}\n", crate::log::tool(), VERSION).into(),
         Err(e) => e.exit(),
-    }
-}
-
-/// A closed or broken stdout is not worth a failure for --help.
-fn print_stdout(text: &str) {
+    };
+    // A closed or broken stdout is not worth a failure for --help.
     crate::log::write_all(rustix::stdio::stdout(), text.as_bytes());
+    crate::exit::exit_code(0)
 }
 
 /// The tool's signalfd over `caught` (blocked already), read once before
