@@ -289,8 +289,8 @@ impl Front {
         // Kept from wake to wake, so that the way of a signal allocates
         // nothing.
         let mut ready = Vec::with_capacity(8);
-        let mut received = Vec::with_capacity(16);
-        received.append(&mut self.early);
+        // The signals read before the fork first (room for 16 made there).
+        let mut received = std::mem::take(&mut self.early);
         loop {
             // While the pipe is full, the signals wait in the kernel.
             if self.backlog.is_empty() {
