@@ -229,10 +229,9 @@ impl Cgroup {
                  (cgroup v2's \"no internal processes\" rule; run reap in a domain cgroup of its own)"
             )));
         }
-        let procs =
-            at(&dir, "cgroup.procs", OFlags::WRONLY).map_err(|e| fail("cgroup.procs", e))?;
-        let events =
-            at(&dir, "cgroup.events", OFlags::RDONLY).map_err(|e| fail("cgroup.events", e))?;
+        let open = |name: &str, flags| at(&dir, name, flags).map_err(|e| fail(name, e));
+        let procs = open("cgroup.procs", OFlags::WRONLY)?;
+        let events = open("cgroup.events", OFlags::RDONLY)?;
         let has_kill =
             rustix::fs::accessat(&dir, "cgroup.kill", Access::WRITE_OK, AtFlags::empty()).is_ok();
         Ok(Cgroup {
