@@ -25,7 +25,7 @@
 
 use crate::config::Config;
 use crate::outcome::{cleanup_env, final_status, Cause, CLEANUP_TIMED_OUT};
-use pgkit::{tty, SigSet, Signal, Status};
+use pgkit::{tty, SigSet, Signal, Status, Timeout};
 use std::time::{Duration, Instant};
 
 /// The cleanup's environment: `REAP_STATUS`, `REAP_SIGNAL`, `REAP_CAUSE`.
@@ -468,11 +468,11 @@ impl<'a> Machine<'a> {
                 self.s.reported = Some(status);
                 let stage = match deadline {
                     // Within the stop delay: no grace yet, the sweep's own.
-                    _ if self.s.delayed.is_some() => Stage::Stop(self.grace_from(now)),
+                    _ if self.s.delayed.is_some() => Stage::Stop(after(self.c.grace, now)),
                     // The grace that the stop request started goes on.
                     deadline if self.s.cancel => Stage::Stop(deadline),
                     _ if self.c.keep_orphans => Stage::Wait,
-                    _ => Stage::Stop(self.grace_from(now)),
+                    _ => Stage::Stop(after(self.c.grace, now)),
                 };
                 // The front learns it now, not only once the sweep is
                 // over: a back killed during the sweep leaves the front a
@@ -493,7 +493,7 @@ impl<'a> Machine<'a> {
             (Phase::Sweep(Stage::Wait, true), Event::Signal(sig, from)) if stop(sig) => {
                 self.mark_stop();
                 out.push(Say(Note::Trigger(sig, from, ": stopping the leftovers")));
-                self.sweep(Stage::Stop(self.grace_from(now)), true, out);
+                self.sweep(Stage::Stop(after(self.c.grace, now)), true, out);
             }
             (Phase::Sweep(..) | Phase::Settle, Event::Signal(sig, from)) => {
                 out.push(Say(Note::Dropped(sig, from, ": not passed on")))
@@ -542,12 +542,7 @@ impl<'a> Machine<'a> {
                 }
             }
             (Phase::Settle, Event::Started) => {
-                let deadline = self
-                    .c
-                    .cleanup_timeout
-                    .duration()
-                    .and_then(|d| now.checked_add(d));
-                self.s.phase = Phase::Cleanup(deadline);
+                self.s.phase = Phase::Cleanup(after(self.c.cleanup_timeout, now));
             }
             (Phase::Settle, Event::StartFailed(code)) => {
                 self.s.cleanup = Some(Status::Exited(code));
@@ -566,14 +561,14 @@ impl<'a> Machine<'a> {
                 let stage = if self.c.keep_orphans {
                     Stage::Wait
                 } else {
-                    Stage::Stop(self.grace_from(now))
+                    Stage::Stop(after(self.c.grace, now))
                 };
                 self.sweep(stage, false, out);
             }
             (Phase::Cleanup(_), Event::DeadlinePassed) => {
                 self.s.timed_out = true;
                 out.push(Say(Note::CleanupTimedOut));
-                self.sweep(Stage::Stop(self.grace_from(now)), false, out);
+                self.sweep(Stage::Stop(after(self.c.grace, now)), false, out);
             }
             // Anything else changes nothing (Done: everything).
             _ => {}
@@ -682,10 +677,12 @@ impl<'a> Machine<'a> {
             out.extend([Action::Say(Note::Exiting(last)), Action::Exit(last)]);
         }
     }
+}
 
-    fn grace_from(&self, now: Instant) -> Option<Instant> {
-        self.c.grace.duration().and_then(|g| now.checked_add(g))
-    }
+/// `t` (`--grace`, `--cleanup-timeout`) from `now` on: when it ends
+/// (`None`: `inf`, or too far to represent).
+fn after(t: Timeout, now: Instant) -> Option<Instant> {
+    t.duration().and_then(|d| now.checked_add(d))
 }
 
 #[cfg(test)]
