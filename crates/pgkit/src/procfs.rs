@@ -145,8 +145,8 @@ pub fn uptime_ticks() -> Option<u64> {
     secs.checked_mul(100)?.checked_add(hundredths)
 }
 
-/// A `/proc` file, whole: `openat`, reads of up to 1 KiB until the end,
-/// `close`. std's `fs::read` added musl's `fcntl` after the open, an
+/// A `/proc` file, whole: `openat`, reads until the end (room for a
+/// kilobyte more each time), `close`. std's `fs::read` added musl's `fcntl` after the open, an
 /// `fstat` (a `/proc` file's size is 0) and reads from 32 bytes, doubling:
 /// 10 system calls for `/proc/self/stat`, 4 here.
 pub fn read(path: impl AsRef<std::path::Path>) -> std::io::Result<Vec<u8>> {
