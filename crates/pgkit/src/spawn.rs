@@ -375,13 +375,15 @@ fn environ(mut each: Option<&mut dyn FnMut(&'static CStr)>) -> *const *const c_c
 /// The environment's entries, listed once: the tools change no variable
 /// (see [`environ`]), where `getenv` compares the name asked for with every
 /// entry again at each call (a fifth of graceful's instructions at start).
-fn entries() -> &'static [&'static CStr] {
-    static ENTRIES: std::sync::OnceLock<Vec<&'static CStr>> = std::sync::OnceLock::new();
-    ENTRIES.get_or_init(|| {
-        let mut all = Vec::new();
+/// (A mutex, which the allocator links in already, rather than a
+/// `OnceLock`'s own code.)
+fn entries() -> std::sync::MutexGuard<'static, Vec<&'static CStr>> {
+    static ENTRIES: std::sync::Mutex<Vec<&'static CStr>> = std::sync::Mutex::new(Vec::new());
+    let mut all = ENTRIES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if all.is_empty() {
         environ(Some(&mut |entry| all.push(entry)));
-        all
-    })
+    }
+    all
 }
 
 /// `name`'s value as `getenv` (so `std::env::var_os`) finds it: the first
