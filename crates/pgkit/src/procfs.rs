@@ -155,7 +155,9 @@ pub fn read(path: impl AsRef<std::path::Path>) -> std::io::Result<Vec<u8>> {
     // kilobyte of stack in each caller this is inlined into.
     let mut out = Vec::new();
     loop {
-        out.reserve(1024);
+        if out.len() == out.capacity() {
+            out.reserve(1024);
+        }
         match rustix::io::read(&fd, rustix::buffer::spare_capacity(&mut out)) {
             Ok(0) => return Ok(out),
             Ok(_) | Err(rustix::io::Errno::INTR) => {}

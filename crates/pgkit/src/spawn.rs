@@ -379,8 +379,13 @@ fn environ(mut each: Option<&mut dyn FnMut(&'static CStr)>) -> *const *const c_c
 /// `OnceLock`'s own code.)
 fn entries() -> std::sync::MutexGuard<'static, Vec<&'static CStr>> {
     static ENTRIES: std::sync::Mutex<Vec<&'static CStr>> = std::sync::Mutex::new(Vec::new());
-    let mut all = ENTRIES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut all = ENTRIES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if all.is_empty() {
+        // Room for a usual environment at once: one block of the
+        // allocator's, not one per doubling.
+        all.reserve(64);
         environ(Some(&mut |entry| all.push(entry)));
     }
     all
