@@ -25,7 +25,6 @@ pub fn reap_except(keep: Option<i32>) -> io::Result<(Vec<(i32, Status)>, bool)> 
         reaped.push((pid.as_raw_pid(), exit_status(&s)));
         Ok(true)
     };
-    let mut alone = false;
     loop {
         // Peek first (WNOWAIT): the exited child waitid names may be `keep`.
         let pid = match exited_child() {
@@ -41,15 +40,13 @@ pub fn reap_except(keep: Option<i32>) -> io::Result<(Vec<(i32, Status)>, bool)> 
         // `keep` is a zombie and waitid(P_ALL) will keep naming it first:
         // reap the others by pid, found in /proc. Alone if each was a zombie.
         let others = crate::procfs::own_children();
-        alone = others.is_some();
+        let mut alone = others.is_some();
         for other in others.into_iter().flatten().filter_map(crate::typed_pid) {
-            if other != pid {
-                alone &= reap(other).unwrap_or(false);
-            }
+            alone &= other == pid || matches!(reap(other), Ok(true));
         }
-        break;
+        return Ok((reaped, alone));
     }
-    Ok((reaped, alone))
+    Ok((reaped, false))
 }
 
 /// The pid of an exited child, left unreaped
