@@ -146,9 +146,10 @@ pub fn uptime_ticks() -> Option<u64> {
 }
 
 /// A `/proc` file, whole: `openat`, reads until the end (room for a
-/// kilobyte more each time), `close`. std's `fs::read` added musl's `fcntl` after the open, an
-/// `fstat` (a `/proc` file's size is 0) and reads from 32 bytes, doubling:
-/// 10 system calls for `/proc/self/stat`, 4 here.
+/// kilobyte more whenever the vector is full), `close`. std's `fs::read`
+/// added musl's `fcntl` after the open, an `fstat` (a `/proc` file's size
+/// is 0) and reads from 32 bytes, doubling: 10 system calls for
+/// `/proc/self/stat`, 4 here.
 pub fn read(path: impl AsRef<std::path::Path>) -> std::io::Result<Vec<u8>> {
     let fd = open(path.as_ref())?;
     // Read into the vector's spare room, not a buffer on the stack: a

@@ -164,17 +164,13 @@ impl<K, V> Default for Map<K, V> {
 /// As `BTreeMap`'s: of two pairs with one key, the later one stays.
 impl<K: Ord, V> FromIterator<(K, V)> for Map<K, V> {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(items: I) -> Self {
-        // Sorted by key, then by place, and not by the stable sort: its
-        // 4 KiB scratch on the stack is touched (probed) wherever it is
+        // By key, the later pair first, so that dedup (which keeps the
+        // first of a run) keeps it. The unstable sort, not the stable one:
+        // its 4 KiB scratch on the stack is touched (probed) wherever it is
         // inlined, a page more of every tool's stack.
         let mut v: Vec<(usize, (K, V))> = items.into_iter().enumerate().collect();
-        v.sort_unstable_by(|a, b| (&a.1 .0, a.0).cmp(&(&b.1 .0, b.0)));
-        // dedup_by keeps the first of a run: swap, so the last one's value stays.
-        v.dedup_by(|later, kept| {
-            (later.1 .0 == kept.1 .0)
-                .then(|| std::mem::swap(later, kept))
-                .is_some()
-        });
+        v.sort_unstable_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(&a.0)));
+        v.dedup_by(|later, kept| later.1 .0 == kept.1 .0);
         Map(v.into_iter().map(|(_, pair)| pair).collect())
     }
 }
