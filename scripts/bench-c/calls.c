@@ -5,17 +5,24 @@
  * scripts/bench, it sets the tools' start-up against what the contract's
  * calls cost, apart from the program that makes them.
  *
- * usage: calls [--graceful] COMMAND [ARG]...
+ * usage: calls [--graceful | --reap] COMMAND [ARG]...
  *
  * --graceful: graceful's calls instead (the subreaper, the guard's two
  * pipes, its own /proc/self/stat, the deadline's timerfd, and after
  * COMMAND's end one read of its children file).
+ *
+ * --reap: reap's calls, in its two processes: the front (the process the
+ * caller started, a subreaper) forks the back, which starts COMMAND with
+ * graceful's calls and talks to the front over a pipe each way in 12-byte
+ * messages: COMMAND started, the cause question (which the front answers),
+ * the finish; the front then sees the pipe's end and the back's exit.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -23,12 +30,14 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
 static char **command;
+static int reap;
 
 static void handler(int sig) { (void)sig; }
 
@@ -43,7 +52,8 @@ static int child(void *arg)
 	(void)arg;
 	setpgid(0, 0);
 	getpid();
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (!reap)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	sigpending(&set);
 	sa.sa_handler = handler;
 	sa.sa_flags = SA_RESTART;
@@ -53,7 +63,8 @@ static int child(void *arg)
 	}
 	sigemptyset(&set);
 	sigprocmask(SIG_SETMASK, &set, NULL);
-	getppid();
+	if (!reap)
+		getppid();
 	execvpe(command[0], command, environ);
 	_exit(127);
 }
@@ -61,13 +72,136 @@ static int child(void *arg)
 static void read_file(const char *path)
 {
 	char buf[1024];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* The system call itself: musl's open adds an fcntl the tools do not make. */
+	int fd = (int)syscall(SYS_open, path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return;
 	while (read(fd, buf, sizeof buf) > 0)
 		;
 	close(fd);
+}
+
+/* reap's link: a pipe each way, 12-byte messages (kind, PID, status). */
+struct msg {
+	int kind, pid, status;
+};
+enum { STARTED = 1, QUESTION = 3, FINISH = 9 };
+static int link_in = -1, link_out = -1, guard[2] = {-1, -1};
+
+/* reap's front: the terminal's and the group's questions, the link, the
+ * subreaper, its signalfd, the fork. It returns in the back; the front
+ * answers the back's question, keeps the finish's status, and exits with it
+ * once the link has ended and the back is reaped. */
+static void front(const sigset_t *all)
+{
+	struct signalfd_siginfo got[4];
+	int down[2], up[2], sfd, pidfd, status = 0, open = 1;
+	struct winsize ws;
+	siginfo_t info;
+	struct stat st;
+	pid_t fg, back;
+
+	fstat(2, &st);
+	sigprocmask(SIG_BLOCK, all, NULL);
+	ioctl(0, TIOCGPGRP, &fg);
+	getpgid(0);
+	getpid();
+	getpid();
+	ioctl(0, TIOCGWINSZ, &ws);
+	pipe2(down, O_CLOEXEC | O_NONBLOCK);
+	pipe2(up, O_CLOEXEC | O_NONBLOCK);
+	getpgid(0);
+	getpid();
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	sfd = signalfd(-1, all, SFD_CLOEXEC | SFD_NONBLOCK);
+	read(sfd, got, sizeof got);
+	back = fork();
+	if (back < 0)
+		exit(125);
+	if (back == 0) {
+		close(down[1]);
+		close(up[0]);
+		close(sfd);
+		setsid();
+		link_in = down[0];
+		link_out = up[1];
+		return;
+	}
+	pidfd = (int)syscall(SYS_pidfd_open, back, 0);
+	close(down[0]);
+	close(up[1]);
+	read(sfd, got, sizeof got);
+	memset(&info, 0, sizeof info);
+	waitid(P_PID, back, &info, WNOHANG | WEXITED | WSTOPPED | WCONTINUED | WNOWAIT);
+	read(up[0], got, sizeof got);
+	while (open) {
+		struct pollfd fds[3] = {{sfd, POLLIN, 0}, {pidfd, POLLIN, 0}, {up[0], POLLIN, 0}};
+		struct msg m;
+		ssize_t n;
+
+		ppoll(fds, 3, NULL, NULL);
+		for (ssize_t k = read(sfd, got, sizeof got), i = 0; i < k / (ssize_t)sizeof got[0]; i++)
+			if (got[i].ssi_signo != SIGCHLD)
+				kill(back, (int)got[i].ssi_signo);
+		n = read(up[0], &m, sizeof m);
+		if (n == 0) {
+			close(up[0]);
+			open = 0;
+		} else if (n == (ssize_t)sizeof m && m.kind == QUESTION) {
+			struct msg answer = {0, 0, 0};
+
+			read(sfd, got, sizeof got);
+			write(down[1], &answer, sizeof answer);
+		} else if (n == (ssize_t)sizeof m && m.kind == FINISH) {
+			status = m.status;
+		}
+	}
+	{
+		struct pollfd fds[2] = {{sfd, POLLIN, 0}, {pidfd, POLLIN, 0}};
+
+		ppoll(fds, 2, NULL, NULL);
+	}
+	read(sfd, got, sizeof got);
+	memset(&info, 0, sizeof info);
+	waitid(P_PID, back, &info, WNOHANG | WEXITED | WSTOPPED | WCONTINUED | WNOWAIT);
+	memset(&info, 0, sizeof info);
+	waitid(P_PID, back, &info, WEXITED);
+	close(pidfd);
+	exit(status);
+}
+
+/* reap's back, after COMMAND's end: the question, the reap, the search for
+ * what is left, the answer, the finish. */
+static int finish(pid_t pid, int pidfd, int sfd)
+{
+	struct msg question = {QUESTION, 0, 0}, answer, done = {FINISH, 0, 0};
+	struct signalfd_siginfo got[4];
+	siginfo_t info;
+
+	getpid();
+	memset(&info, 0, sizeof info);
+	waitid(P_PID, pid, &info, WNOHANG | WEXITED | WSTOPPED | WCONTINUED | WNOWAIT);
+	write(link_out, &question, sizeof question);
+	memset(&info, 0, sizeof info);
+	waitid(P_PID, pid, &info, WNOHANG | WEXITED);
+	done.status = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+	close(pidfd);
+	waitid(P_ALL, 0, &info, WNOHANG | WEXITED | WNOWAIT);
+	waitid(P_ALL, 0, &info, WNOHANG | WEXITED | WNOWAIT);
+	read(sfd, got, sizeof got);
+	while (read(link_in, &answer, sizeof answer) < 0) {
+		struct pollfd fds[1] = {{link_in, POLLIN, 0}};
+
+		ppoll(fds, 1, NULL, NULL);
+	}
+	write(link_out, &done, sizeof done);
+	close(sfd);
+	close(link_in);
+	close(link_out);
+	close(guard[0]);
+	close(guard[1]);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -85,6 +219,10 @@ int main(int argc, char **argv)
 		graceful = 1;
 		argc--;
 		argv++;
+	} else if (argc > 1 && strcmp(argv[1], "--reap") == 0) {
+		graceful = reap = 1;
+		argc--;
+		argv++;
 	}
 	if (argc < 2)
 		return 125;
@@ -94,6 +232,8 @@ int main(int argc, char **argv)
 	sigaction(SIGCHLD, NULL, &old);
 	for (int i = 0; i < 7; i++)
 		sigaction(forwarded[i], NULL, &old);
+	if (reap)
+		front(&all);
 	sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
 	read(sfd, got, sizeof got);
 	if (graceful) {
@@ -107,6 +247,12 @@ int main(int argc, char **argv)
 		close(cleanup[1]);
 		fstat(back[0], &st);
 		fstat(cleanup[0], &st);
+		guard[0] = back[0];
+		guard[1] = cleanup[0];
+		if (reap) {
+			read(sfd, got, sizeof got);
+			read(link_in, got, sizeof got);
+		}
 		read_file("/proc/self/stat");
 		getpid();
 	} else {
@@ -128,18 +274,26 @@ int main(int argc, char **argv)
 		return 125;
 	if (graceful)
 		timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (reap) {
+		struct msg started = {STARTED, pid, 0};
+
+		write(link_out, &started, sizeof started);
+	}
 	getsid(0);
-	read(sfd, got, sizeof got);
+	if (!reap)
+		read(sfd, got, sizeof got);
 	memset(&info, 0, sizeof info);
 	waitid(P_PID, pid, &info, WNOHANG | WEXITED | WSTOPPED | WCONTINUED | WNOWAIT);
 	for (;;) {
-		struct pollfd fds[2] = {{sfd, POLLIN, 0}, {pidfd, POLLIN, 0}};
+		struct pollfd fds[3] = {{sfd, POLLIN, 0}, {pidfd, POLLIN, 0}, {link_in, POLLIN, 0}};
 
 		memset(&info, 0, sizeof info);
 		waitid(P_PID, pid, &info, WNOHANG | WEXITED | WNOWAIT);
 		if (info.si_pid == pid)
 			break;
-		ppoll(fds, 2, NULL, NULL);
+		ppoll(fds, reap ? 3 : 2, NULL, NULL);
+		if (reap && !fds[0].revents)
+			continue;
 		/* A signal read is passed on to COMMAND's group, as pgwrap's
 		 * --forward passes on TERM and INT: the tree kill ends. */
 		for (ssize_t n = read(sfd, got, sizeof got), i = 0; i < n / (ssize_t)sizeof got[0]; i++)
@@ -152,6 +306,8 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
 		read_file(path);
 	}
+	if (reap)
+		return finish(pid, pidfd, sfd);
 	memset(&info, 0, sizeof info);
 	waitid(P_PID, pid, &info, WEXITED);
 	return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;

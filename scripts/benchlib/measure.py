@@ -114,7 +114,7 @@ def startup_one_cpu(t, runs):
 
 # The subjects of startup_one_cpu: the floors and our static tools.
 ONE_CPU_STARTUP = ("floor", "floor --fork", "floor-musl", "floor-musl --fork", "calls",
-                   "calls --graceful", "pgwrap", "graceful", "reap")
+                   "calls --graceful", "calls --reap", "pgwrap", "graceful", "reap")
 
 
 def instructions(argv):

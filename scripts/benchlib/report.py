@@ -92,9 +92,10 @@ def header(d):
         "second process: the floor of a wrapper made of two processes),",
         "`floor-rs` (Rust's std), `floor-musl` and `floor-musl --fork` (the C",
         "floor with musl) and `floor-raw` (no C library: raw `vfork`,",
-        "`setpgid`, `execve`, `wait4`); and `calls` and `calls --graceful`",
-        "(C, musl): exactly the system calls of `pgwrap -- COMMAND` and of",
-        "`graceful -- COMMAND`, without the program around them. Every timed figure is measured",
+        "`setpgid`, `execve`, `wait4`); and `calls`, `calls --graceful` and",
+        "`calls --reap` (C, musl): exactly the system calls of `pgwrap -- COMMAND`,",
+        "`graceful -- COMMAND` and `reap -- COMMAND` (its two processes and their",
+        "messages), without the program around them. Every timed figure is measured",
         "interleaved (A B C A B C ...) in this one run, so drift of the machine",
         "hits all alike; medians unless said otherwise.",
         "",
@@ -148,7 +149,8 @@ def reported(d):
     floor = overhead(st, fname)
     names = [n for tool in OURS for n in (tool, f"{tool}-glibc", f"{tool}-dyn")]
     names += ["floor", "floor --fork", "floor-musl", "floor-musl --fork", "floor-raw",
-              "floor-rs", "calls", "calls --graceful", "tini-musl", "tini-static"]
+              "floor-rs", "calls", "calls --graceful", "calls --reap", "tini-musl",
+              "tini-static"]
     L = ["## Reported, no target: the three linkages, and the floors",
          "",
          "The startup overhead over direct `/bin/true`, PSS summed over the",

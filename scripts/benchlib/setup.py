@@ -100,7 +100,7 @@ def debian_mirror():
 def build_helpers():
     """scripts/bench-c into target/bench: floor (static glibc), floor-musl,
     floor-raw, floor-rs, relay (musl: the signal latency's floors), calls
-    (musl: pgwrap's and graceful's system calls alone), sigwatch.
+    (musl: the tools' system calls alone), sigwatch.
     The floors are stripped, as the tools are."""
     os.makedirs(OUT, exist_ok=True)
     src = os.path.join(SCRIPTS, "bench-c")

@@ -26,7 +26,7 @@ ANCHORS = ("setsid", "timeout", "tini", "tini-static", "tini-musl", "dumb-init",
 # The anchors that the startup target is set against: the init-like wrappers.
 RIVALS = ("tini", "tini-static", "tini-musl", "catatonit", "dumb-init")
 FLOORS = ("floor", "floor --fork", "floor-rs", "floor-musl", "floor-musl --fork", "floor-raw",
-          "calls", "calls --graceful")
+          "calls", "calls --graceful", "calls --reap")
 # Subreapers outside PID 1 (pgwrap reaps only as PID 1; tini only with -s).
 SUBREAPERS = ("graceful", "reap", "tini", "tini-static", "tini-musl", "catatonit")
 # The builds of our tools besides the static musl one: TOOL-dyn, TOOL-glibc.
@@ -105,6 +105,7 @@ class Bins:
             "floor-raw": [os.path.join(OUT, "floor-raw")],
             "calls": [os.path.join(OUT, "calls")],
             "calls --graceful": [os.path.join(OUT, "calls"), "--graceful"],
+            "calls --reap": [os.path.join(OUT, "calls"), "--reap"],
             "setsid": ["/usr/bin/setsid"],
             "timeout": ["/usr/bin/timeout", "1000"],
             "tini": ["/usr/bin/tini", "-s", "--"],

@@ -217,14 +217,16 @@ def note_startup(d):
             f"({ins(ffork)} instructions) against {fname}'s {overhead(st, fname):.0f} us, "
             f"and reap {overhead(st, 'reap'):.0f} us ({ins('reap')} instructions in its two "
             "processes).")
-    calls = [(c, t) for c, t in (("calls", "pgwrap"), ("calls --graceful", "graceful"))
-             if c in st and t in st and fname in st]
+    calls = [(c, t, f) for c, t, f in (("calls", "pgwrap", fname),
+                                       ("calls --graceful", "graceful", fname),
+                                       ("calls --reap", "reap", ffork))
+             if c in st and t in st and f in st]
     if calls:
         text += (
             " `calls` makes exactly the tool's system calls and nothing else (C, musl): "
-            + ", ".join(f"{c} {overhead(st, c):.0f} us = {overhead(st, c) / overhead(st, fname):.2f}x "
-                        f"{fname}, {t} {overhead(st, t) - overhead(st, c):+.0f} us above it"
-                        for c, t in calls)
+            + ", ".join(f"{c} {overhead(st, c):.0f} us = {overhead(st, c) / overhead(st, f):.2f}x "
+                        f"{f}, {t} {overhead(st, t) - overhead(st, c):+.0f} us above it"
+                        for c, t, f in calls)
             + ". A tool's target below its `calls` figure is below what its contract's "
             "system calls cost on this machine; the rest of a gap is the program's own.")
     one = d.get("startup_one_cpu") or {}
