@@ -286,9 +286,6 @@ impl Front {
         // What the last poll found readable: the back's pidfd (its exit)
         // and its pipe; until a poll says otherwise, both are looked at.
         let (mut back_ready, mut news_ready) = (true, true);
-        // Kept from wake to wake, so that the way of a signal allocates
-        // nothing.
-        let mut ready = Vec::with_capacity(8);
         // The signals read before the fork first (room for 16 made there).
         let mut received = std::mem::take(&mut self.early);
         loop {
@@ -340,7 +337,7 @@ impl Front {
                 fds.push(r.as_fd());
             }
             let pipe = self.to_back.as_ref().filter(|_| full).map(|f| f.as_fd());
-            poll::wait_all(&fds, pipe.as_slice(), &[], None, &mut ready);
+            let ready = poll::wait_all(&fds, pipe.as_slice(), &[], None);
             // Without a pidfd the back's exit is looked for on every wake.
             back_ready = back_at.map_or(true, |i| ready.contains(&i));
             news_ready = news_at.is_some_and(|i| ready.contains(&i));

@@ -374,8 +374,7 @@ impl<'a> Machine<'a> {
     }
 
     /// [`Machine::on`], into `out`: a signal while COMMAND runs (the way of
-    /// every signal passed on) allocates nothing where `out` has room, and
-    /// reads no clock (`now` is called for the other events): a grace or
+    /// every signal passed on) reads no clock (`now` is called for the other events): a grace or
     /// a stop delay it starts counts from the moment its actions are
     /// carried out, which [`Machine::sent`] then says. So between a wake-up
     /// and the kill there is no clock to read: where the vDSO cannot serve

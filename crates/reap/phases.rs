@@ -56,11 +56,8 @@ pub struct Inbox {
     /// The cleanup's stdout and stderr where they are relayed (see pgkit's
     /// `outlet`; nothing is relayed before the cleanup's start).
     outlet: Option<Outlet>,
-    /// What the last wait found ready, by index (kept: see [`Inbox::wait`]).
-    ready: Vec<usize>,
-    /// The signals read last, from the signalfd or the front's records
-    /// (kept, as `ready`).
-    handed: Vec<Received>,
+    /// Signals read before COMMAND started, taken first.
+    early: Vec<Received>,
 }
 
 impl Inbox {
@@ -73,9 +70,8 @@ impl Inbox {
         front: Option<Link>,
         relay: Option<Relay>,
         outlet: Option<Outlet>,
-        mut early: Vec<Received>,
+        early: Vec<Received>,
     ) -> Inbox {
-        early.reserve(KEPT);
         Inbox {
             signals,
             front,
@@ -84,8 +80,7 @@ impl Inbox {
             extra_ready: true,
             relay,
             outlet,
-            ready: Vec::with_capacity(KEPT),
-            handed: early,
+            early,
         }
     }
 
@@ -103,9 +98,10 @@ impl Inbox {
     /// back one read, not a read of its own empty signalfd first.
     fn take_into(&mut self, events: &mut Vec<Event>) {
         if std::mem::take(&mut self.signals_ready) {
+            let mut handed = std::mem::take(&mut self.early);
             // A read that fails waits a while (see drain_into): no spin.
-            let _ = self.signals.drain_into(&mut self.handed);
-            events.extend((self.handed.drain(..)).map(|r| Event::Signal(r.signal, r.from)));
+            let _ = self.signals.drain_into(&mut handed);
+            events.extend(handed.into_iter().map(|r| Event::Signal(r.signal, r.from)));
         }
         if let Some(relay) = self.relay.as_mut() {
             relay.relay();
@@ -153,21 +149,12 @@ impl Inbox {
             outlet.watch(&mut fds, &mut writable);
         }
         let pri = cgroup.as_slice();
-        poll::wait_all(&fds, &writable, pri, deadline, &mut self.ready);
-        let ready = &self.ready;
+        let ready = poll::wait_all(&fds, &writable, pri, deadline);
         self.signals_ready = ready.contains(&0);
         self.front_ready = front_at.is_some_and(|i| ready.contains(&i));
         self.extra_ready = extra_at.map_or(true, |i| ready.contains(&i));
     }
 }
-
-/// The capacity of the vectors kept from wake to wake on the way of a
-/// signal (what woke the wait, the events, the actions): what one wake
-/// brings fits, so between a wake-up and the kill nothing is allocated. An
-/// allocator may map a page for a block (musl's `mmap`), a system call and
-/// a fault before the signal is passed on, and hand it back as the last
-/// block on it is freed (`munmap`).
-pub(crate) const KEPT: usize = 16;
 
 pub struct Back<'a> {
     config: &'a Config,
@@ -199,10 +186,6 @@ pub struct Back<'a> {
     usage: Option<pgkit::cgroup::Usage>,
     /// The unit's stop timeout, extended while reap stops.
     extension: Extension,
-    /// The vectors of events and actions used up, freed later.
-    /// This wake's events and the actions of one (kept: see [`KEPT`]).
-    events: Vec<Event>,
-    actions: Vec<Action>,
 }
 
 impl<'a> Back<'a> {
@@ -246,8 +229,6 @@ impl<'a> Back<'a> {
             kill_logged: false,
             usage: None,
             extension: Extension::default(),
-            events: Vec::with_capacity(KEPT),
-            actions: Vec::with_capacity(KEPT),
         }
     }
 
@@ -420,7 +401,7 @@ impl<'a> Back<'a> {
             if self.machine.is_done() || until(phase) {
                 return;
             }
-            let mut events = std::mem::take(&mut self.events);
+            let mut events = Vec::new();
             self.inbox.take_into(&mut events);
             if !events.is_empty() {
                 let signal = |e: &Event| matches!(e, Event::Signal(sig, _) if *sig != Signal::CHLD);
@@ -428,10 +409,9 @@ impl<'a> Back<'a> {
                     && !self.inbox.extra_ready
                     && events.iter().all(signal);
             }
-            for event in events.drain(..) {
+            for event in events {
                 self.feed(event);
             }
-            self.events = events;
             if self.machine.phase() != phase {
                 continue;
             }
@@ -465,15 +445,14 @@ impl<'a> Back<'a> {
     fn feed(&mut self, event: Event) {
         let mut next = Some(event);
         while let Some(event) = next.take() {
-            let mut actions = std::mem::take(&mut self.actions);
+            let mut actions = Vec::new();
             self.machine.on_into(event, Instant::now, &mut actions);
-            for action in actions.drain(..) {
+            for action in actions {
                 next = self.act(action).or(next);
             }
             // A grace that a stop request started counts from here, the
             // stop signal sent: its clock is read after the kill, not before.
             self.machine.sent(Instant::now);
-            self.actions = actions;
         }
     }
 

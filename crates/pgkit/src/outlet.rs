@@ -171,7 +171,6 @@ impl Outlet {
     /// waiting for it as long as it reads. A pipe some process outside the
     /// tree still writes to is not waited for.
     pub fn finish(&mut self) {
-        let mut ready = Vec::new();
         loop {
             self.pump();
             let writable: Vec<BorrowedFd<'_>> = (self.streams.iter())
@@ -181,7 +180,7 @@ impl Outlet {
             if writable.is_empty() {
                 return;
             }
-            crate::poll::wait_all(&[], &writable, &[], None, &mut ready);
+            crate::poll::wait_all(&[], &writable, &[], None);
         }
     }
 }

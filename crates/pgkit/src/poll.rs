@@ -36,7 +36,7 @@ pub fn quiet_failures() {
 /// instead — a few milliseconds, doubling to a second, never past the
 /// deadline — and report every descriptor ready, so the caller looks at
 /// everything once, as after a wake-up. Said once, on stderr.
-fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>, ready: &mut Vec<usize>) {
+fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>) -> Vec<usize> {
     let n = FAILURES.fetch_add(1, Ordering::Relaxed);
     if n == 0 {
         let line = format!(
@@ -52,7 +52,7 @@ fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>, ready:
     let nap = Duration::from_millis(5u64 << n.min(8)).min(Duration::from_secs(1));
     let left = deadline.map_or(nap, |d| d.saturating_duration_since(Instant::now()));
     std::thread::sleep(nap.min(left));
-    ready.extend(0..ours);
+    (0..ours).collect()
 }
 
 /// The deadline timer of the process: made by [`open_timer`], or else on
@@ -77,9 +77,7 @@ pub fn open_timer() {
 /// `deadline` passes (returns an empty list). `None` for `deadline` waits
 /// without a timeout.
 pub fn wait(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> Vec<usize> {
-    let mut ready = Vec::new();
-    wait_all(fds, &[], &[], deadline, &mut ready);
-    ready
+    wait_all(fds, &[], &[], deadline)
 }
 
 /// The list of descriptors a loop hands to one wait: [`Fds::push`] gives
@@ -105,18 +103,15 @@ impl<'a> std::ops::Deref for Fds<'a> {
 
 /// [`wait`], also for descriptors to write to and descriptors that report
 /// a change with `POLLPRI` (a cgroup's `cgroup.events`, always readable):
-/// the indices of the ready ones go into `ready` (emptied first),
-/// `readable` first, then `writable`, then `priority`, numbered on. A
-/// write end whose reader is gone counts as ready (the write then fails
-/// with EPIPE). `ready` is the caller's, kept from wait to wait.
+/// the indices of the ready ones, `readable` first, then `writable`, then
+/// `priority`, numbered on. A write end whose reader is gone counts as
+/// ready (the write then fails with EPIPE).
 pub fn wait_all(
     readable: &[BorrowedFd<'_>],
     writable: &[BorrowedFd<'_>],
     priority: &[BorrowedFd<'_>],
     deadline: Option<Instant>,
-    ready: &mut Vec<usize>,
-) {
-    ready.clear();
+) -> Vec<usize> {
     // The timer keeps the deadline; the poll timeout only if it cannot.
     if deadline.is_some() {
         open_timer();
@@ -140,11 +135,13 @@ pub fn wait_all(
     // stays as it is.
     if let Err(e) = rustix::event::poll(&mut pfds, timeout.as_ref()) {
         if e == rustix::io::Errno::INTR {
-            return;
+            return Vec::new();
         }
         drop(timer);
-        return after_failure(&e.into(), ours, deadline, ready);
+        return after_failure(&e.into(), ours, deadline);
     }
     FAILURES.store(0, Ordering::Relaxed);
-    ready.extend((0..ours).filter(|&i| !pfds[i].revents().is_empty()));
+    (0..ours)
+        .filter(|&i| !pfds[i].revents().is_empty())
+        .collect()
 }

@@ -111,10 +111,7 @@ impl SignalFd {
         out
     }
 
-    /// [`SignalFd::drain`], appended to `out`: with a vector kept from wake
-    /// to wake (room for 16 records), reading what woke the tool allocates
-    /// nothing. An allocation on the way of a signal touches the
-    /// allocator's code and pages, cold after a long sleep.
+    /// [`SignalFd::drain`], appended to `out`.
     ///
     /// A read refused (a seccomp profile; anything but EAGAIN) is returned:
     /// a tool reads once before it starts COMMAND, and ends there with 125
