@@ -131,13 +131,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
                 c.forward = cli::catchable(cli::signals(&mut parser, &opt)?, &opt)?;
                 c.named = c.named.union(c.forward);
             }
-            Long("stop-delay") => {
-                c.stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
-                    Error::usage(format!(
-                        "--stop-delay cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
-                    ))
-                })?
-            }
+            Long("stop-delay") => c.stop_delay = cli::delay(&mut parser, &opt)?,
             Long("pdeathsig") => c.pdeathsig = cli::signal_or_none(&mut parser, &opt)?,
             Long("events") => c.events = Some(cli::events(&mut parser, &opt)?),
             Long("preserve-status") => c.preserve_status = true,

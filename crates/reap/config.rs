@@ -165,13 +165,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             Long("keep-orphans") => c.keep_orphans = true,
             Long("stop-all") => c.stop_all = true,
             Long("cgroup") => c.cgroup = true,
-            Long("stop-delay") => {
-                c.stop_delay = cli::duration(&mut parser, &opt)?.duration().ok_or_else(|| {
-                    Error::usage(format!(
-                        "--stop-delay cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
-                    ))
-                })?
-            }
+            Long("stop-delay") => c.stop_delay = cli::delay(&mut parser, &opt)?,
             Long("events") => c.events = Some(cli::events(&mut parser, &opt)?),
             Long("foreground") | Long("no-foreground") => c.foreground = seen.foreground(&opt)?,
             arg => match cli::common(arg.into(), &mut parser, HELP)? {

@@ -9,6 +9,7 @@ use crate::signal::{SigSet, Signal, SIGNAL_HINT};
 use crate::tty::Foreground;
 use lexopt::Arg;
 use std::ffi::OsString;
+use std::time::Duration;
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -175,6 +176,15 @@ pub fn ends_a_process(sig: Signal, opt: &str) -> Result<Signal, Error> {
         )));
     }
     Ok(sig)
+}
+
+/// A duration that ends (`--stop-delay`): `inf` is refused.
+pub fn delay(parser: &mut lexopt::Parser, opt: &str) -> Result<Duration, Error> {
+    duration(parser, opt)?.duration().ok_or_else(|| {
+        Error::usage(format!(
+            "{opt} cannot be inf: a delay must end (give a duration, e.g. {opt} 5s)"
+        ))
+    })
 }
 
 /// A duration. One the next argument would complete (`--grace 1min 30s`,
