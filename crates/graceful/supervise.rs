@@ -21,8 +21,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 pub struct Supervisor<'a> {
-    /// The signals read last (kept from wake to wake; the first are those
-    /// read before COMMAND started, acted on first).
+    /// The signals read before COMMAND started, acted on first.
     pub received: Vec<Received>,
     pub config: &'a Config,
     pub child: Child,
@@ -58,10 +57,9 @@ impl Supervisor<'_> {
             let mut received = std::mem::take(&mut self.received);
             let _ = self.signals.drain_into(&mut received);
             self.watch_command();
-            for got in received.drain(..) {
+            for got in received {
                 self.on_signal(got);
             }
-            self.received = received;
             self.relay.iter_mut().for_each(Relay::relay);
             let now = Instant::now();
             if let Some(event) = self.machine.due(now) {

@@ -127,17 +127,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed<Config>,
             }
             Long("to") => c.route.to = route::parse_to(&cli::text(&mut parser, &opt)?, &opt)?,
             Long("success-status") => {
+                // Digits only: u8's parse also takes a leading '+'.
                 let value = cli::text(&mut parser, &opt)?;
-                let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
-                match value.parse::<u8>() {
-                    Ok(code) if digits => c.successes.push(code.into()),
-                    _ => {
-                        return Err(Error::usage(format!(
-                            "invalid status '{value}' for {opt} (give an exit status, 0 to 255: \
-                             N, or 128+S for death by signal S, e.g. {opt} 143 for TERM)"
-                        )))
-                    }
-                }
+                let digits = value.bytes().all(|b| b.is_ascii_digit());
+                let code = value.parse::<u8>().ok().filter(|_| digits).ok_or_else(|| {
+                    Error::usage(format!(
+                        "invalid status '{value}' for {opt} (give an exit status, 0 to 255: \
+                         N, or 128+S for death by signal S, e.g. {opt} 143 for TERM)"
+                    ))
+                })?;
+                c.successes.push(code.into());
             }
             Short('c') | Long("cleanup") => {
                 let value = parser.value().map_err(cli::lexopt_error)?;

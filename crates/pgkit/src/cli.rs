@@ -67,10 +67,8 @@ pub fn lexopt_error(e: lexopt::Error) -> Error {
     use lexopt::Error as E;
     let what = match e {
         E::MissingValue { option } => {
-            format!(
-                "missing argument for option '{}'",
-                option.unwrap_or_default()
-            )
+            let option = option.unwrap_or_default();
+            format!("missing argument for option '{option}'")
         }
         E::UnexpectedOption(opt) => format!("invalid option '{opt}'"),
         E::UnexpectedValue { option, value } => {
