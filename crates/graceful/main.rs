@@ -63,11 +63,9 @@ fn run() -> ! {
     // The grace's timer, open before any stop signal goes out.
     pgkit::poll::open_timer();
     let machine = Machine::new(config.ladder(grace), config.timeout, Instant::now());
-    events::started(child.pid(), child.pid(), pgkit::tty::own_session());
-    verbose!(
-        "started pid {} in a new process group; grace {grace}",
-        child.pid()
-    );
+    let pid = child.pid();
+    events::started(pid, pid, pgkit::tty::own_session());
+    verbose!("started pid {pid} in a new process group; grace {grace}");
 
     let mut supervisor = Supervisor {
         received,

@@ -168,10 +168,8 @@ impl Relay {
     /// is extended to at least that from now (`EXTEND_TIMEOUT_USEC=`, heard
     /// under `NotifyAccess=main` from the unit's main process).
     pub fn extend(&self, ms: u64) {
-        crate::verbose!(
-            "EXTEND_TIMEOUT_USEC= to the service manager: {}",
-            crate::Timeout::After(Duration::from_millis(ms))
-        );
+        let by = crate::Timeout::After(Duration::from_millis(ms));
+        crate::verbose!("EXTEND_TIMEOUT_USEC= to the service manager: {by}");
         self.send(&format!("EXTEND_TIMEOUT_USEC={}", ms.saturating_mul(1000)));
     }
 
