@@ -141,7 +141,9 @@ pub fn wait_all(
         return after_failure(&e.into(), ours, deadline);
     }
     FAILURES.store(0, Ordering::Relaxed);
-    (0..ours)
-        .filter(|&i| !pfds[i].revents().is_empty())
-        .collect()
+    // One push at a time: `collect` of the filter made pgwrap 128 bytes
+    // larger, its code a page longer (0x1d06c bytes against 0x1cfec).
+    let (mut ready, fired) = (Vec::new(), |i: &usize| !pfds[*i].revents().is_empty());
+    (0..ours).filter(fired).for_each(|i| ready.push(i));
+    ready
 }
