@@ -286,7 +286,7 @@ impl Front {
         // What the last poll found readable: the back's pidfd (its exit)
         // and its pipe; until a poll says otherwise, both are looked at.
         let (mut back_ready, mut news_ready) = (true, true);
-        // The signals read before the fork first (room for 16 made there).
+        // The signals read before the fork first.
         let mut received = std::mem::take(&mut self.early);
         loop {
             // While the pipe is full, the signals wait in the kernel.
