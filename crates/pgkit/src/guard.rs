@@ -168,7 +168,7 @@ impl Spare {
     pub fn held(&self, pid: i32) -> Held {
         let mut held = Held::default();
         let dir = format!("/proc/{pid}/fd");
-        let _ = crate::procfs::each_name(&*dir, |fd| {
+        let _ = crate::procfs::each_name(&dir, |fd| {
             if held.back && held.cleanup {
                 return;
             }

@@ -39,10 +39,8 @@ pub fn quiet_failures() {
 fn after_failure(err: &io::Error, ours: usize, deadline: Option<Instant>) -> Vec<usize> {
     let n = FAILURES.fetch_add(1, Ordering::Relaxed);
     if n == 0 {
-        let line = format!(
-            "unable to wait for events: {}; looking every second instead",
-            crate::error::describe(err)
-        );
+        let e = crate::error::describe(err);
+        let line = format!("unable to wait for events: {e}; looking every second instead");
         if QUIET.load(Ordering::Relaxed) {
             crate::verbose!("{line}");
         } else {
@@ -68,9 +66,17 @@ static TIMER: Mutex<Option<Timer>> = Mutex::new(None);
 /// fails, the first wait tries again.
 pub fn open_timer() {
     let mut timer = TIMER.lock().unwrap_or_else(|e| e.into_inner());
-    if timer.is_none() {
-        *timer = Timer::new().ok();
-    }
+    *timer = timer.take().or_else(|| Timer::new().ok());
+}
+
+/// Close the deadline timer, if it is open: whether it was. It is idle
+/// between waits (each wait with a deadline arms it anew), and the next
+/// one that needs it opens it again, or keeps its deadline with the poll's
+/// timeout where it cannot.
+pub fn close_timer() -> bool {
+    (TIMER.lock().unwrap_or_else(|e| e.into_inner()))
+        .take()
+        .is_some()
 }
 
 /// Wait until one of `fds` is readable (returns which, by index) or

@@ -170,9 +170,24 @@ pub fn read(path: impl AsRef<std::path::Path>) -> std::io::Result<Vec<u8>> {
 /// A file opened to read (`O_CLOEXEC`), by rustix: std's `File::open`
 /// links in `io::Error::new` with a boxed string, whose `Debug` needs
 /// core's Unicode tables (4 KB of each static binary).
+///
+/// Where no descriptor is left, the deadline timer gives its own back and
+/// the open is tried once more: a tool short of descriptors would
+/// otherwise lose `/proc` for good to its own timer, which takes the one
+/// a reap frees and keeps it (reap(1), "Without /proc": a lack of
+/// descriptors passes).
 pub fn open(path: impl rustix::path::Arg) -> std::io::Result<std::fs::File> {
+    Ok(path.into_with_c_str(open_c)?.into())
+}
+
+/// [`open`] of a C string: its code once, whatever the path's type.
+fn open_c(path: &std::ffi::CStr) -> rustix::io::Result<std::os::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags};
-    Ok(rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?.into())
+    let open = || rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty());
+    match open() {
+        Err(rustix::io::Errno::MFILE) if crate::poll::close_timer() => open(),
+        opened => opened,
+    }
 }
 
 /// Where the symbolic link `path` points, as bytes.
@@ -186,10 +201,8 @@ pub fn link(path: impl rustix::path::Arg) -> Option<Vec<u8>> {
 /// `getdents64` into one buffer (rustix's `Dir`), not musl's `opendir` and
 /// std's `ReadDir` (an `Arc` of the path, a `DirEntry` for each name). An
 /// error while listing ends the list, as std's iterator did when flattened.
-pub fn each_name(path: impl rustix::path::Arg, mut each: impl FnMut(&[u8])) -> std::io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let dir = rustix::fs::Dir::new(rustix::fs::open(path, flags, Mode::empty())?)?;
+pub fn each_name(path: &str, mut each: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let dir = rustix::fs::Dir::new(open(path)?)?;
     for entry in dir.map_while(Result::ok) {
         let name = entry.file_name().to_bytes();
         if name != b"." && name != b".." {
@@ -276,7 +289,7 @@ pub fn children_of(pid: i32) -> Option<Vec<i32>> {
     // std's read_dir: with every name listed first, chaos seed 1796663935
     // (reap under RLIMIT_NOFILE=10, a member stopped) hung, and ends so.
     let (mut kids, mut failed) = (Vec::new(), false);
-    let listed = each_name(&*dir, |tid| {
+    let listed = each_name(&dir, |tid| {
         let tid = String::from_utf8_lossy(tid);
         match read(format!("{dir}/{tid}/children")) {
             Ok(text) => kids.extend(pids(&text)),

@@ -962,6 +962,68 @@ fn a_descriptor_limit_that_passes_leaves_no_leftover_waited_for() {
     report(failures);
 }
 
+/// The deadline timer must not keep the last descriptor from `/proc`. With
+/// RLIMIT_NOFILE 8 under an outer graceful (whose marks take two of reap's
+/// back's descriptors), the one left after COMMAND's reap went to the
+/// grace's timer: every later look at `/proc` failed, and a leftover
+/// outside COMMAND's group that had stopped itself (no SIGCHLD, no wake)
+/// was waited for for ever, where reap(1) says a lack of descriptors
+/// passes. The tree of chaos seed 1796674311: COMMAND dies of USR1 at
+/// 622 ms; in a session of its own a chain whose last process stops itself
+/// at 684 ms, under a parent that exits at 729 ms.
+#[test]
+fn the_deadline_timer_leaves_a_descriptor_for_proc_and_a_stopped_leftover_is_killed() {
+    let test = "the_deadline_timer_leaves_a_descriptor_for_proc_and_a_stopped_leftover_is_killed";
+    if let Some(why) = skip::needs_program("prlimit", "util-linux") {
+        return skip::skip(test, &why);
+    }
+    let dir = temp_dir("nofile-stopped-leftover");
+    let log = dir.join("log");
+    let tree = "-.g.-.c107.k10.622.11;0.s.-.d.x0.265.0;1.g.-.i.x7.641.0;1.g.bd627ac030.i.k36.\
+                693.0;3.g.a0cc6129b362d781d9303ab62e8278.c206.x3.729.5;4.s.39302838313a5f2031\
+                63302d.c65.p.684.0";
+    let mut run = Run::new("prlimit")
+        .arg("--nofile=8:8")
+        .arg(bin("graceful"))
+        .args(["-g700ms", "--"])
+        .arg(bin("reap"))
+        .args(["--grace", "100ms", "--"])
+        .arg(bin("chaosproc"))
+        .arg("node")
+        .arg(&log)
+        .arg(tree)
+        .stderr_piped()
+        .spawn();
+    let mut guard = Guard::new();
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        // Every process of the tree, by its pid, as it says it is ready.
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        for line in text.lines().filter(|l| l.starts_with("ready ")) {
+            guard.watch(field(line, "pid"));
+        }
+        if let Some(status) = run.try_exit() {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stopped: Vec<i32> = guard
+        .alive()
+        .into_iter()
+        .filter(|&pid| procfs::state(pid) == Some('T'))
+        .collect();
+    assert!(
+        status.is_some(),
+        "graceful -- reap still ran {TIMEOUT:?} after the tree's last exit (stopped and alive: \
+         {stopped:?}); stderr: {}",
+        run.stderr_so_far().trim()
+    );
+    assert!(guard.alive().is_empty(), "left: {:?}", guard.alive());
+}
+
 // ---------------------------------------------------------------------------------------------
 // 11, 12. Signals during reap's split, widened with strace's delay injection
 
