@@ -54,11 +54,8 @@ pub fn cleanup_env(status: Status, cause: Cause) -> [(&'static str, String); 3] 
 /// a shell reports them: N, or 128+S; `--success-status`, tini's `-e`); if
 /// that is 0 and the cleanup failed, the cleanup's.
 pub fn final_status(command: Status, cleanup: Option<Status>, successes: &[i32]) -> Status {
-    let command = if successes.contains(&command.shell_code()) {
-        Status::Exited(0)
-    } else {
-        command
-    };
+    let success = successes.contains(&command.shell_code());
+    let command = if success { Status::Exited(0) } else { command };
     match cleanup {
         Some(c) if command == Status::Exited(0) && c != Status::Exited(0) => c,
         _ => command,

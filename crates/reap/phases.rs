@@ -169,6 +169,8 @@ pub struct Back<'a> {
     leader: Option<Child>,
     /// Said once that the cleanup is stopped by the terminal.
     hinted: bool,
+    /// Said once that waitid failed.
+    unreaped_said: bool,
     /// The cleanup mark of the outer gracefuls (pgkit::guard), held while
     /// the cleanup runs.
     cleanup_mark: pgkit::guard::Marked,
@@ -221,6 +223,7 @@ impl<'a> Back<'a> {
             machine: Machine::new(config, front),
             leader: None,
             hinted: false,
+            unreaped_said: false,
             cleanup_mark: Default::default(),
             back_marks,
             exit: None,
@@ -905,13 +908,10 @@ impl<'a> Back<'a> {
             }
             // Said once (with -v): a refused waitid fails at every wake,
             // and the line that counts is COMMAND's, whose status it loses.
-            Err(e) => {
-                use std::sync::atomic::{AtomicBool, Ordering};
-                static SAID: AtomicBool = AtomicBool::new(false);
-                if !SAID.swap(true, Ordering::Relaxed) {
-                    verbose!("unable to reap: waitid: {e}");
-                }
+            Err(e) if !std::mem::replace(&mut self.unreaped_said, true) => {
+                verbose!("unable to reap: waitid: {e}")
             }
+            Err(_) => {}
         }
     }
 

@@ -67,12 +67,11 @@ impl Timer {
             ),
             (None, _) => (Duration::ZERO, TimerfdTimerFlags::empty()),
         };
+        // Past what a timespec holds (no Instant is that far): disarmed,
+        // the wait waits on.
         let spec = Itimerspec {
             it_interval: Timespec::default(),
-            it_value: Timespec {
-                tv_sec: value.as_secs().min(i64::MAX as u64) as i64,
-                tv_nsec: value.subsec_nanos().into(),
-            },
+            it_value: Timespec::try_from(value).unwrap_or_default(),
         };
         timerfd_settime(&self.fd, flags, &spec)?;
         self.armed = deadline;
