@@ -58,7 +58,10 @@ fn run() -> ! {
     let status = loop {
         // A read that fails now waits a while (see drain_into): no spin.
         let _ = signals.drain_into(&mut received);
-        for r in received.drain(..) {
+        // COMMAND's exit, stop or continue sends a CHLD: a wake that brought
+        // other signals only has no change of COMMAND's to look for.
+        let look = received.is_empty() || received.iter().any(|r| r.signal == Signal::CHLD);
+        for r in received.drain(..).filter(|r| r.signal != Signal::CHLD) {
             pass_on(&config, &child, &mut jobs, r);
         }
         relay.iter_mut().for_each(notify::Relay::relay);
@@ -67,10 +70,12 @@ fn run() -> ! {
             // reaped as they exit; COMMAND stays pinned for its group.
             let _ = reap::reap_except(Some(child.pid()));
         }
-        if let Some(status) = child.peek_exit() {
-            break status;
+        if look {
+            if let Some(status) = child.peek_exit() {
+                break status;
+            }
+            jobs.follow(&mut child);
         }
-        jobs.follow(&mut child);
         let mut fds = vec![signals.as_fd()];
         fds.extend(child.pidfd());
         fds.extend(relay.as_ref().map(|r| r.as_fd()));
@@ -93,9 +98,6 @@ fn run() -> ! {
 /// Forward, map or drop one signal received by pgwrap; follow job control.
 fn pass_on(config: &Config, child: &Child, jobs: &mut JobControl, received: Received) {
     let Received { signal, from, .. } = received;
-    if signal == Signal::CHLD {
-        return;
-    }
     let Some(out) = config.route.route(signal) else {
         if !jobs.on_signal(child, signal, from) {
             events::signal(signal, from, "dropped", None);

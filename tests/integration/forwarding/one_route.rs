@@ -12,9 +12,10 @@
 //! Once the back has passed a stop request on, its next system call but
 //! the grace's timer is its wait: on a busy CPU COMMAND's handler runs
 //! only when the back sleeps, and its look at the kernel finds nothing
-//! that the wait would not wake it for (strace on the back).
+//! that the wait would not wake it for (strace on the back). pgwrap's
+//! next system call after passing a signal on is its wait.
 
-use crate::kit::{skip::needs_program, skip::skip, temp_dir, TIMEOUT};
+use crate::kit::{bin, skip::needs_program, skip::skip, temp_dir, Run, TIMEOUT};
 use crate::procfs;
 use crate::reap_kit::{back_of, reap, sigprobe, Guard};
 use std::process::{Command, Stdio};
@@ -258,6 +259,43 @@ fn between_wait_and(trace: &str, at: &str) -> Option<Vec<String>> {
             .map(|l| l.split('(').next().unwrap_or(l).to_string())
             .collect(),
     )
+}
+
+/// pgwrap the same: once it has passed a signal on, its next system call is
+/// its wait. A wake that brought no CHLD cannot tell of a change of
+/// COMMAND's, so there is no `waitid` to make before COMMAND's handler runs.
+#[test]
+fn after_passing_a_signal_on_pgwrap_waits_at_once() {
+    let test = "after_passing_a_signal_on_pgwrap_waits_at_once";
+    if let Some(why) = needs_program("strace", "strace") {
+        return skip(test, &why);
+    }
+    let dir = temp_dir("pgwrap-kill-then-wait");
+    let out = dir.join("pgwrap.strace");
+    let mut run = Run::new(bin("pgwrap"))
+        .args(["--", &sigprobe()])
+        .stderr_piped()
+        .spawn();
+    let probe = run.expect_ready(TIMEOUT);
+    let mut guard = Guard::new();
+    guard.watch(probe.pid);
+    let mut trace = Trace::attach(run.pid(), &out);
+    run.signal(libc::SIGUSR1);
+    run.expect_line(
+        &format!("got USR1 pid={} from={}", probe.pid, run.pid()),
+        TIMEOUT,
+    );
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.wait_exit(TIMEOUT).code(), Some(0));
+    trace.wait();
+    let log = std::fs::read_to_string(&out).unwrap_or_default();
+    let calls = between_kill_and_wait(&log, probe.pid, "SIGUSR1");
+    assert_eq!(
+        calls.as_deref(),
+        Some(&[][..]),
+        "between the kill of COMMAND's group and its next wait pgwrap made:\n{log}"
+    );
+    assert!(guard.alive().is_empty(), "left: {:?}", guard.alive());
 }
 
 /// On the way of a signal, from each process's wake to its hand-over, the
