@@ -52,12 +52,14 @@ impl Supervisor<'_> {
         loop {
             // Drain first, then look at COMMAND: a stop that came before a
             // stop request is known by the time the request is acted on.
-            // (A read that fails now waits a while, see drain_into: no
-            // spin.)
+            // Only a wake that may tell of a child's change looks at the
+            // children. (A read that fails now waits a while, see
+            // drain_into: no spin.)
             let mut received = std::mem::take(&mut self.received);
             let _ = self.signals.drain_into(&mut received);
-            self.watch_command();
-            for got in received {
+            let look = self.signals.children_may_have_changed(&received);
+            self.watch_command(look);
+            for got in received.into_iter().filter(|r| r.signal != Signal::CHLD) {
                 self.on_signal(got);
             }
             self.relay.iter_mut().for_each(Relay::relay);
@@ -75,7 +77,8 @@ impl Supervisor<'_> {
                 let actions = self.machine.on(event, now);
                 self.act(&actions);
             }
-            let (reaped, alone) = reap::reap_except(Some(self.child.pid())).unwrap_or_default();
+            let children = look.then(|| reap::reap_except(Some(self.child.pid())));
+            let (reaped, alone) = children.and_then(Result::ok).unwrap_or_default();
             // Orphans die in bursts: the next ones are reaped together
             // (pgkit's `hold_children`); COMMAND's exit still comes at once,
             // by its pidfd (without one, nothing is held).
@@ -112,9 +115,10 @@ impl Supervisor<'_> {
         self.machine.timed_out()
     }
 
-    /// COMMAND's exit (left unreaped) and its stops.
-    fn watch_command(&mut self) {
-        if self.child.exit_status().is_some() {
+    /// COMMAND's exit (left unreaped) and its stops, if the wake may tell
+    /// of one (`look`, see `children_may_have_changed`).
+    fn watch_command(&mut self, look: bool) {
+        if !look || self.child.exit_status().is_some() {
             return;
         }
         if let Some(status) = self.child.peek_exit() {
@@ -234,9 +238,6 @@ impl Supervisor<'_> {
     fn on_signal(&mut self, got: Received) {
         let Received { signal, from, .. } = got;
         let group = self.child.pid();
-        if signal == Signal::CHLD {
-            return;
-        }
         let routed = self.config.on.contains(signal) || self.config.forward.contains(signal);
         if !routed && self.jobs.on_signal(&self.child, signal, from) {
             return;

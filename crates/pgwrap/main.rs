@@ -57,10 +57,9 @@ fn run() -> ! {
 
     let status = loop {
         // A read that fails now waits a while (see drain_into): no spin.
+        // Only a wake that may tell of a change of COMMAND's looks at it.
         let _ = signals.drain_into(&mut received);
-        // COMMAND's exit, stop or continue sends a CHLD: a wake that brought
-        // other signals only has no change of COMMAND's to look for.
-        let look = received.is_empty() || received.iter().any(|r| r.signal == Signal::CHLD);
+        let look = signals.children_may_have_changed(&received);
         for r in received.drain(..).filter(|r| r.signal != Signal::CHLD) {
             pass_on(&config, &child, &mut jobs, r);
         }

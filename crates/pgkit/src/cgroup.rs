@@ -67,10 +67,9 @@ impl Usage {
     pub fn line(&self) -> String {
         let secs = |us: u64| format!("{}.{:03}s", us / 1_000_000, us % 1_000_000 / 1000);
         let cpu = self.cpu_usec.map_or("unknown".into(), secs);
-        let split = match (self.user_usec, self.system_usec) {
-            (Some(u), Some(s)) => format!(" (user {}, system {})", secs(u), secs(s)),
-            _ => String::new(),
-        };
+        let split = (self.user_usec.zip(self.system_usec)).map_or(String::new(), |(u, s)| {
+            format!(" (user {}, system {})", secs(u), secs(s))
+        });
         let memory = (self.memory_peak).map_or("unknown (no memory controller)".into(), |b| {
             format!("{b} bytes")
         });

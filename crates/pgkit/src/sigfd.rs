@@ -111,6 +111,16 @@ impl SignalFd {
         out
     }
 
+    /// Whether a child of the tool may have changed, by what a wake
+    /// brought (`got`): a CHLD, or no record (the wake was a pidfd's, a
+    /// timer's), or SIGCHLD is held. Every exit, stop or continue of a
+    /// child sends a CHLD, so a wake that brought other signals only has
+    /// no child to look at: no `waitid` before the tool acts on them, or
+    /// before it sleeps.
+    pub fn children_may_have_changed(&self, got: &[Received]) -> bool {
+        self.held.is_some() || got.is_empty() || got.iter().any(|r| r.signal == Signal::CHLD)
+    }
+
     /// [`SignalFd::drain`], appended to `out`.
     ///
     /// A read refused (a seccomp profile; anything but EAGAIN) is returned:
