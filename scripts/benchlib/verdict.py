@@ -256,8 +256,11 @@ def note_latency(d):
         f"(the code path alone): {ours(lat1)}, against {b1} {v1:.0f} us. "
         "Between its wake-up and the kill, pgwrap makes one system call that tini "
         "makes none of (strace): the read of the signalfd (tini's sigtimedwait returns "
-        "the signal itself); graceful also a waitid that sees a stop of COMMAND before "
-        "the stop signal goes out. reap's signal takes one more hop, by design: its "
+        "the signal itself); graceful the same. A stop of COMMAND, an exit of a child, "
+        "comes as a CHLD in that read, so a wake that brought none makes no waitid "
+        "(the test forwarding::one_route::"
+        "from_its_wake_to_its_wait_pgwrap_and_graceful_read_kill_and_arm_the_grace). "
+        "reap's signal takes one more hop, by design: its "
         "front reads the signal and writes a record to the back, COMMAND's parent and "
         "the one process that signals COMMAND's group; the back wakes, reads the record "
         "and signals. From its wake to its hand-over each of the two makes that one "
@@ -268,10 +271,10 @@ def note_latency(d):
         "strace). The signalfd is what lets "
         "one blocking call also wait for pidfds and the timer (tini wakes every "
         "second instead). On one CPU the process signalled runs only once the tool "
-        "sleeps (perf sched), so the work after the kill counts too: reap's back reads "
-        "the clock once (the grace counts from the kill) and arms the grace with its "
-        "deadline (timerfd_settime); graceful looks at its children before it arms "
-        "the grace (/proc/uptime, waitid, its children list: some ten system calls)."
+        "sleeps (perf sched), so the work after the kill counts too: pgwrap's next "
+        "system call is its wait; reap's back and graceful read the clock once (the "
+        "grace counts from the kill) and arm the grace with its deadline "
+        "(timerfd_settime), then wait."
         + relay_floors(lat, lat1))
 
 
