@@ -300,24 +300,25 @@ fn from_its_wake_to_its_wait_pgwrap_and_graceful_read_kill_and_arm_the_grace() {
     if let Some(why) = needs_program("strace", "strace") {
         return skip(test, &why);
     }
+    // The clock is read by the vDSO, or by a system call where it cannot
+    // serve (qemu's TCG); a 32-bit target's calls end in 64.
+    let names = |calls: Option<Vec<String>>| -> Vec<String> {
+        (calls.unwrap_or_default().into_iter())
+            .map(|name| name.strip_suffix("64").map(str::to_string).unwrap_or(name))
+            .filter(|name| name != "clock_gettime")
+            .collect()
+    };
     for (tool, after) in [("pgwrap", &[][..]), ("graceful", &["timerfd_settime"][..])] {
         let (log, probe) = traced_stop(tool);
-        let kill = format!("kill(-{probe}, SIGTERM)");
-        let before = between_wait_and(&log, &kill);
+        let before = names(between_wait_and(&log, &format!("kill(-{probe}, SIGTERM)")));
         assert_eq!(
-            before.as_deref(),
-            Some(&["read".to_string()][..]),
+            before,
+            ["read"],
             "from its wake to the kill {tool} made:\n{log}"
         );
-        let calls = between_kill_and_wait(&log, probe, "SIGTERM").unwrap_or_default();
-        // The grace's clock is read by the vDSO, or by a system call where
-        // it cannot serve (qemu's TCG); a 32-bit target's calls end in 64.
-        let names: Vec<&str> = (calls.iter())
-            .map(|name| name.strip_suffix("64").unwrap_or(name))
-            .filter(|name| *name != "clock_gettime")
-            .collect();
+        let calls = names(between_kill_and_wait(&log, probe, "SIGTERM"));
         assert_eq!(
-            names, after,
+            calls, after,
             "between the kill and its next wait {tool} made:\n{log}"
         );
     }
