@@ -8,8 +8,8 @@
  * usage: calls [--graceful | --reap] COMMAND [ARG]...
  *
  * --graceful: graceful's calls instead (the subreaper, the guard's two
- * pipes, its own /proc/self/stat, the deadline's timerfd, and after
- * COMMAND's end one read of its children file).
+ * pipes, the deadline's timerfd, and after COMMAND's end one read of its
+ * children file).
  *
  * --reap: reap's calls, in its two processes: the front (the process the
  * caller started, a subreaper) forks the back, which starts COMMAND with
@@ -253,7 +253,6 @@ int main(int argc, char **argv)
 			read(sfd, got, sizeof got);
 			read(link_in, got, sizeof got);
 		}
-		read_file("/proc/self/stat");
 		getpid();
 	} else {
 		pid_t fg;

@@ -157,6 +157,77 @@ fn graceful_over_reap_spares_the_back_and_waits_for_the_cleanup() {
     guard.wait_all_gone("nothing is left", TIMEOUT);
 }
 
+/// graceful names itself in `GRACEFUL_GUARD` as `PID:INODE:BACK:CLEANUP`
+/// (graceful.1): its pid, its back mark's inode, its two marks' descriptors,
+/// the first of which is that pipe. A reap whose entry gives graceful's pid
+/// and descriptors with another inode (what a later owner of the pid would
+/// hold) takes no mark: only the reap given the right entry holds the back
+/// mark, besides graceful.
+#[test]
+fn an_inner_reap_takes_the_back_mark_only_from_the_entry_with_its_inode() {
+    let probe = sigprobe();
+    let reap = bin("reap").display().to_string();
+    let script = format!(
+        r#"echo "guard $GRACEFUL_GUARD"; IFS=: read -r pid ino back cleanup <<EOF
+$GRACEFUL_GUARD
+EOF
+GRACEFUL_GUARD="$pid:$((ino + 1)):$back:$cleanup" '{reap}' -- '{probe}' &
+echo "wrong $!"; exec '{reap}' -- '{probe}'"#
+    );
+    let mut run = Run::new(bin("graceful"))
+        .args(["--", "sh", "-c", &script])
+        .env_remove("GRACEFUL_GUARD")
+        .spawn();
+    let mut guard = Guard::new();
+    guard.watch_tree(run.pid());
+    let line = run.expect_line("guard ", TIMEOUT);
+    let fields: Vec<&str> = line["guard ".len()..].split(':').collect();
+    let [pid, ino, back, cleanup] = fields[..] else {
+        panic!("not PID:INODE:BACK:CLEANUP: {line:?}")
+    };
+    assert_eq!(pid, run.pid().to_string(), "{line}");
+    let link = |pid: i32, fd: &str| {
+        std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).map(|l| l.display().to_string())
+    };
+    let back_link = format!("pipe:[{ino}]");
+    assert_eq!(
+        link(run.pid(), back).ok(),
+        Some(back_link.clone()),
+        "{line}"
+    );
+    let cleanup_link = link(run.pid(), cleanup).unwrap_or_default();
+    assert!(
+        cleanup_link.starts_with("pipe:[") && cleanup_link != back_link,
+        "{cleanup_link}"
+    );
+    let wrong: i32 = run.expect_line("wrong ", TIMEOUT)[6..]
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    run.expect_readies(2, TIMEOUT);
+    let holds = |p: &i32| {
+        let fds = procfs::open_fds(*p).unwrap_or_default();
+        fds.iter()
+            .any(|fd| link(*p, &fd.to_string()).is_ok_and(|l| l == back_link))
+    };
+    let held: Vec<i32> = procfs::descendants(run.pid())
+        .into_iter()
+        .filter(holds)
+        .collect();
+    assert_eq!(
+        held.len(),
+        1,
+        "one holder of the back mark below graceful: {held:?}"
+    );
+    assert!(
+        !procfs::descendants(wrong).contains(&held[0]) && held[0] != wrong,
+        "the reap given another inode took the mark: {held:?}"
+    );
+    run.signal(libc::SIGTERM);
+    run.wait_exit(TIMEOUT);
+    guard.wait_all_gone("nothing is left", TIMEOUT);
+}
+
 /// `reap -- graceful --grace 1s -- pgwrap -- JOB`: the inner graceful's
 /// 1 s holds inside reap's 5 s, through pgwrap.
 #[test]

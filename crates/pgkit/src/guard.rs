@@ -9,12 +9,15 @@
 //! - graceful makes two pipes and keeps only their read ends, the *back
 //!   mark* and the *cleanup mark*; each pipe is one inode, `pipe:[N]` in
 //!   `/proc/PID/fd/`. It tells COMMAND where they are in
-//!   `GRACEFUL_GUARD=PID:START:BACK:CLEANUP` (graceful's pid, its start
-//!   time, the two descriptor numbers), appended to the entries of the
-//!   gracefuls above it (space-separated, the last [`MAX_ENTRIES`]).
+//!   `GRACEFUL_GUARD=PID:INODE:BACK:CLEANUP` (graceful's pid, the back
+//!   mark's inode number, the two descriptor numbers), appended to the
+//!   entries of the gracefuls above it (space-separated, the last
+//!   [`MAX_ENTRIES`]).
 //! - reap's back opens `/proc/PID/fd/BACK`, for writing, of every graceful
-//!   listed whose start time is the one given (another process that got the pid, or a
-//!   `/proc` of another PID namespace, is not taken for it) and keeps the
+//!   listed whose `/proc/PID/fd/BACK` is still that inode, before the open
+//!   and after it (another process that got the pid, or a `/proc` of
+//!   another PID namespace, holds no descriptor of that pipe: it is not
+//!   taken for graceful), and keeps the
 //!   descriptor, close-on-exec, as long as it lives. Before it starts the
 //!   cleanup it opens the cleanup mark the same way, and writes into it
 //!   the cleanup's first process, `PID:START` (its child once spawned, or
@@ -61,9 +64,9 @@ pub struct Held {
     pub cleanup: bool,
 }
 
-fn link_of(fd: &OwnedFd) -> io::Result<String> {
-    let st = rustix::fs::fstat(fd)?;
-    Ok(format!("pipe:[{}]", st.st_ino))
+/// What `/proc/PID/fd/N` reads for a descriptor of the pipe `ino`.
+fn pipe_link(ino: u64) -> String {
+    format!("pipe:[{ino}]")
 }
 
 /// graceful's two marks (the read ends of two pipes, write ends closed),
@@ -74,6 +77,8 @@ pub struct Spare {
     cleanup: OwnedFd,
     back_link: String,
     cleanup_link: String,
+    /// The back mark's inode number, which names this graceful in `VAR`.
+    back_ino: u64,
     /// The cleanups written into the cleanup mark (pid, start time), while
     /// they live.
     cleanups: Set<(i32, u64)>,
@@ -92,9 +97,11 @@ impl Spare {
     pub fn new() -> Option<Spare> {
         let made = (|| -> io::Result<Spare> {
             let ((back, _), (cleanup, _)) = (crate::fork::pipe()?, crate::fork::pipe()?);
+            let back_ino = rustix::fs::fstat(&back)?.st_ino as u64;
             Ok(Spare {
-                back_link: link_of(&back)?,
-                cleanup_link: link_of(&cleanup)?,
+                back_link: pipe_link(back_ino),
+                cleanup_link: pipe_link(rustix::fs::fstat(&cleanup)?.st_ino as u64),
+                back_ino,
                 back,
                 cleanup,
                 cleanups: Set::new(),
@@ -107,13 +114,14 @@ impl Spare {
     }
 
     /// The value COMMAND gets: the entries of the tool's own `VAR`
-    /// (well-formed ones, the newest kept), then this graceful's.
+    /// (well-formed ones, the newest kept), then this graceful's. The back
+    /// mark's inode, not graceful's start time, says which process is
+    /// graceful: it costs no read of `/proc/self/stat` at start.
     pub fn export(&self) -> OsString {
-        let stat = procfs::read("/proc/self/stat").unwrap_or_default();
-        let start = procfs::parse_stat(&stat).map_or(0, |p| p.start);
         let own = format!(
-            "{}:{start}:{}:{}",
+            "{}:{}:{}:{}",
             procfs::own_pid(),
+            self.back_ino,
             self.back.as_raw_fd(),
             self.cleanup.as_raw_fd()
         );
@@ -243,7 +251,7 @@ impl Spare {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
     pid: i32,
-    start: u64,
+    ino: u64,
     back: i32,
     cleanup: i32,
 }
@@ -254,7 +262,7 @@ fn parse(value: &str) -> impl Iterator<Item = Entry> + '_ {
         let mut it = e.split(':');
         let entry = Entry {
             pid: it.next()?.parse().ok().filter(|&p: &i32| p > 0)?,
-            start: it.next()?.parse().ok()?,
+            ino: it.next()?.parse().ok()?,
             back: it.next()?.parse().ok().filter(|&f: &i32| f >= 0)?,
             cleanup: it.next()?.parse().ok().filter(|&f: &i32| f >= 0)?,
         };
@@ -262,7 +270,8 @@ fn parse(value: &str) -> impl Iterator<Item = Entry> + '_ {
     })
 }
 
-/// What reap marks itself as.
+/// What reap marks itself as, in the order of an entry's descriptors
+/// (`[back, cleanup][role as usize]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     /// Its back: spare this process.
@@ -308,14 +317,15 @@ impl Marked {
 pub fn mark(role: Role) -> Marked {
     let mut marked = Marked::default();
     let value = std::env::var_os(VAR).unwrap_or_default();
-    // The graceful named, not a later owner of its pid.
-    let named = |e: &Entry| procfs::stat(e.pid).map(|p| p.start) == Some(e.start);
+    // The graceful named, not a later owner of its pid: its back mark is
+    // still that pipe (`pipe:[INODE]`; a pid is not reused while its
+    // process lives).
+    let named = |e: &Entry| {
+        let back = procfs::link(format!("/proc/{}/fd/{}", e.pid, e.back));
+        back == Some(pipe_link(e.ino).into_bytes())
+    };
     for e in parse(&value.to_string_lossy()).filter(named) {
-        let fd = if role == Role::Back {
-            e.back
-        } else {
-            e.cleanup
-        };
+        let fd = [e.back, e.cleanup][role as usize];
         let path = format!("/proc/{}/fd/{fd}", e.pid);
         // For writing: the read end graceful keeps then polls no POLLHUP
         // (Spare::any_held); written to by Marked::cleanup_is alone.
@@ -348,13 +358,13 @@ mod tests {
             [
                 Entry {
                     pid: 12,
-                    start: 34,
+                    ino: 34,
                     back: 5,
                     cleanup: 6
                 },
                 Entry {
                     pid: 13,
-                    start: 0,
+                    ino: 0,
                     back: 3,
                     cleanup: 4
                 }
