@@ -125,7 +125,7 @@ impl Spare {
             self.back.as_raw_fd(),
             self.cleanup.as_raw_fd()
         );
-        let outer = std::env::var_os(VAR).unwrap_or_default();
+        let outer = crate::spawn::var(VAR).unwrap_or_default();
         let outer = outer.to_string_lossy();
         let well_formed = |e: &&str| parse(e).next().is_some();
         let mut entries: Vec<&str> = outer.split_ascii_whitespace().filter(well_formed).collect();
@@ -316,7 +316,7 @@ impl Marked {
 /// (an `execve` closes the marks).
 pub fn mark(role: Role) -> Marked {
     let mut marked = Marked::default();
-    let value = std::env::var_os(VAR).unwrap_or_default();
+    let value = crate::spawn::var(VAR).unwrap_or_default();
     // The graceful named, not a later owner of its pid: its back mark is
     // still that pipe (`pipe:[INODE]`; a pid is not reused while its
     // process lives).
